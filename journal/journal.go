@@ -1,0 +1,236 @@
+package journal
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/cas"
+)
+
+// Journal is the write-ahead journal of one workspace store. All methods
+// are safe for concurrent use.
+type Journal struct {
+	db    *badger.DB
+	log   zerolog.Logger
+	fault func(op string) error
+
+	mu        sync.Mutex
+	work      *sync.Cond // the committer waits here for a batch
+	progress  *sync.Cond // Enqueue (space) and Sync (commit) wait here
+	cur       *batch     // the batch Enqueue adds to
+	next      uint64     // next seq to assign
+	pos       uint64     // items ever enqueued; an item's pos orders Sync
+	committed uint64     // pos of the last committed item
+	err       error      // sticky, wraps ErrFailed
+	closing   bool
+	done      chan struct{} // closed when the committer has exited
+
+	head    atomic.Uint64
+	durable atomic.Uint64
+
+	syncer syncer
+	stats  counters
+
+	// closeMu guards the DB against Close: readers hold it shared.
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+// Stats are running counters, for benchmarks and `reynfs status`.
+type Stats struct {
+	Records      uint64 // records committed
+	Commits      uint64 // Badger write batches flushed
+	Syncs        uint64 // db.Sync calls
+	BlobsWritten uint64 // blobs written by commits
+	BlobsDeduped uint64 // blobs skipped: already stored or twice in a batch
+	MaxBatch     uint64 // most records in one commit
+}
+
+type counters struct {
+	records, commits, syncs, blobsWritten, blobsDeduped, maxBatch atomic.Uint64
+}
+
+// batch is what one commit writes. Every Pending in it shares its done
+// channel and error.
+type batch struct {
+	items  []item
+	blobs  int
+	bytes  int
+	maxSeq uint64
+	lastPo uint64
+	done   chan struct{}
+	err    error
+}
+
+// item is one queued record or meta write.
+type item struct {
+	seq   uint64 // 0 for a meta write
+	reset bool   // also index under 'r'
+	key   []byte // meta key, nil for a record
+	val   []byte // encoded record or meta value (nil deletes the meta key)
+	blobs []cas.Blob
+}
+
+func newBatch() *batch { return &batch{done: make(chan struct{})} }
+
+// Pending is an enqueued record on its way to Badger.
+type Pending struct {
+	seq uint64
+	b   *batch
+	err error // set when the record was refused at Enqueue
+}
+
+// Seq is the seq Enqueue assigned (0 if the record was refused).
+func (p *Pending) Seq() uint64 { return p.seq }
+
+// Wait returns once the record and its blobs are committed to Badger: they
+// survive kill -9 of the process, not a power cut (see Sync). The error
+// wraps ErrFailed if the commit failed, ErrInvalid or ErrClosed if the
+// record was refused.
+func (p *Pending) Wait() error {
+	if p.err != nil {
+		return p.err
+	}
+	<-p.b.done
+	return p.b.err
+}
+
+func start(db *badger.DB, next uint64, opts Options) *Journal {
+	j := &Journal{
+		db:    db,
+		log:   opts.Logger,
+		fault: opts.Fault,
+		cur:   newBatch(),
+		next:  next,
+		done:  make(chan struct{}),
+	}
+	j.work = sync.NewCond(&j.mu)
+	j.progress = sync.NewCond(&j.mu)
+	j.syncer.cond = sync.NewCond(&j.syncer.mu)
+	j.head.Store(next - 1)
+	j.durable.Store(next - 1)
+	go j.commitLoop()
+	return j
+}
+
+// Enqueue assigns r the next seq (setting r.Seq), queues it with the blobs
+// it references and returns without waiting for I/O, unless more than
+// 32 MiB is already queued, when it waits for the committer to take the
+// queue (backpressure). Callers that need Enqueue order to be seq order
+// serialize their calls. r is encoded at once and may be reused; the blobs'
+// Data must not change until Wait returns. A refused record (ErrInvalid,
+// ErrClosed, ErrFailed) gets no seq and its Pending returns the error.
+func (j *Journal) Enqueue(r *Record, blobs []cas.Blob) *Pending {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.admitLocked(); err != nil {
+		return &Pending{err: fmt.Errorf("append: %w", err)}
+	}
+	r.Seq = j.next
+	if err := r.Validate(); err != nil {
+		r.Seq = 0
+		return &Pending{err: fmt.Errorf("append: %w", err)}
+	}
+	val := Encode(r)
+	if len(val) > MaxRecordSize {
+		r.Seq = 0
+		return &Pending{err: fmt.Errorf("append: %w: %s record is %d bytes, more than %d", ErrInvalid, r.Op, len(val), MaxRecordSize)}
+	}
+	j.next++
+	j.head.Store(r.Seq)
+	b := j.addLocked(item{seq: r.Seq, reset: r.Op == OpReset, val: val, blobs: blobs})
+	return &Pending{seq: r.Seq, b: b}
+}
+
+// admitLocked waits while the queued batch is full and reports whether the
+// journal still takes writes.
+func (j *Journal) admitLocked() error {
+	for j.err == nil && !j.closing && j.cur.bytes > maxBatchBytes {
+		j.progress.Wait()
+	}
+	switch {
+	case j.err != nil:
+		return j.err
+	case j.closing:
+		return ErrClosed
+	}
+	return nil
+}
+
+func (j *Journal) addLocked(it item) *batch {
+	b := j.cur
+	j.pos++
+	b.lastPo = j.pos
+	b.items = append(b.items, it)
+	b.bytes += len(it.key) + len(it.val)
+	b.blobs += len(it.blobs)
+	for _, bl := range it.blobs {
+		b.bytes += len(bl.Data)
+	}
+	b.maxSeq = max(b.maxSeq, it.seq)
+	j.work.Signal()
+	return b
+}
+
+// Head is the last seq assigned (enqueued, maybe not yet committed).
+func (j *Journal) Head() uint64 { return j.head.Load() }
+
+// Durable is the last seq committed: it and every seq before it that was
+// assigned survive kill -9.
+func (j *Journal) Durable() uint64 { return j.durable.Load() }
+
+// DB returns the Badger database for packages that keep their own keys
+// under the prefixes doc.go reserves for them.
+func (j *Journal) DB() *badger.DB { return j.db }
+
+// Stats returns the running counters.
+func (j *Journal) Stats() Stats {
+	return Stats{
+		Records:      j.stats.records.Load(),
+		Commits:      j.stats.commits.Load(),
+		Syncs:        j.stats.syncs.Load(),
+		BlobsWritten: j.stats.blobsWritten.Load(),
+		BlobsDeduped: j.stats.blobsDeduped.Load(),
+		MaxBatch:     j.stats.maxBatch.Load(),
+	}
+}
+
+// Close commits everything enqueued, syncs and closes the database. Later
+// calls return ErrClosed. Close must not be called from an Iter callback.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closing {
+		j.mu.Unlock()
+		return fmt.Errorf("close: %w", ErrClosed)
+	}
+	j.closing = true
+	j.work.Signal()
+	j.progress.Broadcast()
+	j.mu.Unlock()
+	<-j.done
+
+	j.mu.Lock()
+	failed := j.err
+	j.mu.Unlock()
+	var syncErr error
+	if failed == nil {
+		syncErr = j.Sync()
+	}
+	j.closeMu.Lock()
+	defer j.closeMu.Unlock()
+	j.closed = true
+	closeErr := j.db.Close()
+	switch {
+	case failed != nil:
+		return fmt.Errorf("close: %w", failed)
+	case syncErr != nil:
+		return fmt.Errorf("close: %w", syncErr)
+	case closeErr != nil:
+		return fmt.Errorf("close: %w", closeErr)
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// view runs fn in a read transaction unless the journal is closed.
+func (j *Journal) view(fn func(txn *badger.Txn) error) error {
+	j.closeMu.RLock()
+	defer j.closeMu.RUnlock()
+	if j.closed {
+		return ErrClosed
+	}
+	return j.db.View(fn)
+}
+
+// Get returns the committed record with that seq, or an error wrapping
+// ErrNotFound (never written, not yet committed, or truncated).
+func (j *Journal) Get(seq uint64) (*Record, error) {
+	var r *Record
+	err := j.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(seqKey(prefixRecord, seq))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			r, err = decodeAt(seq, v)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get seq %d: %w", seq, err)
+	}
+	return r, nil
+}
+
+// decodeAt decodes the value stored under seq and checks it names seq.
+func decodeAt(seq uint64, v []byte) (*Record, error) {
+	r, err := Decode(v)
+	if err != nil {
+		return nil, err
+	}
+	if r.Seq != seq {
+		return nil, fmt.Errorf("%w: record under seq %d says seq %d", ErrCorrupt, seq, r.Seq)
+	}
+	return r, nil
+}
+
+// Iter calls fn for each committed record with seq >= from, in seq order,
+// and stops at the first error fn returns (returning it). It reads one
+// consistent snapshot: records committed during the walk are not seen.
+// fn must not call Close.
+func (j *Journal) Iter(from uint64, fn func(*Record) error) error {
+	if err := j.iterPrefix(prefixRecord, from, fn); err != nil {
+		return fmt.Errorf("iter from %d: %w", from, err)
+	}
+	return nil
+}
+
+func (j *Journal) iterPrefix(prefix byte, from uint64, fn func(*Record) error) error {
+	return j.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefix}, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Seek(seqKey(prefix, from)); it.Valid(); it.Next() {
+			item := it.Item()
+			seq, err := keySeqOf(item.Key())
+			if err != nil {
+				return err
+			}
+			var r *Record
+			if err := item.Value(func(v []byte) error {
+				r, err = decodeAt(seq, v)
+				return err
+			}); err != nil {
+				return err
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Resets returns every committed reset record in seq order, from the 'r'
+// index (it does not scan the journal).
+func (j *Journal) Resets() ([]*Record, error) {
+	var rs []*Record
+	err := j.iterPrefix(prefixReset, 0, func(r *Record) error {
+		if r.Op != OpReset {
+			return fmt.Errorf("%w: reset index holds a %s record at seq %d", ErrCorrupt, r.Op, r.Seq)
+		}
+		rs = append(rs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resets: %w", err)
+	}
+	return rs, nil
+}
+
+// Path returns the active-path resolver over every committed reset record.
+func (j *Journal) Path() (*Path, error) {
+	rs, err := j.Resets()
+	if err != nil {
+		return nil, err
+	}
+	return NewPath(rs)
+}
+
+// GetMeta returns the committed value of a bookkeeping key, or nil, nil if
+// it is absent.
+func (j *Journal) GetMeta(key string) ([]byte, error) {
+	k, err := metaKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("get meta: %w", err)
+	}
+	var v []byte
+	err = j.view(func(txn *badger.Txn) error {
+		v, err = getValue(txn, k)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get meta %s: %w", key, err)
+	}
+	return v, nil
+}
+
+// SetMeta stores a bookkeeping value (nil or empty deletes the key). It is
+// committed through the committer, so it is ordered after every record
+// enqueued before it, then synced.
+func (j *Journal) SetMeta(key string, val []byte) error {
+	k, err := metaKey(key)
+	if err != nil {
+		return fmt.Errorf("set meta: %w", err)
+	}
+	if len(val) == 0 {
+		val = nil
+	} else {
+		val = append([]byte(nil), val...)
+	}
+	j.mu.Lock()
+	if err := j.admitLocked(); err != nil {
+		j.mu.Unlock()
+		return fmt.Errorf("set meta %s: %w", key, err)
+	}
+	b := j.addLocked(item{key: k, val: val})
+	j.mu.Unlock()
+	p := Pending{b: b}
+	if err := p.Wait(); err != nil {
+		return fmt.Errorf("set meta %s: %w", key, err)
+	}
+	if err := j.Sync(); err != nil {
+		return fmt.Errorf("set meta %s: %w", key, err)
+	}
+	return nil
+}
