@@ -1,0 +1,221 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// KeyPrefix is the first byte of every object key in Badger. The journal and
+// the other users of the same database keep to other prefixes.
+const KeyPrefix = 'o'
+
+// keyLen is the length of an object key: KeyPrefix and the 32 hash bytes.
+const keyLen = 1 + len(Hash{})
+
+// Key returns the Badger key of the object named h: KeyPrefix, then h.
+func Key(h Hash) []byte {
+	k := make([]byte, keyLen)
+	k[0] = KeyPrefix
+	copy(k[1:], h[:])
+	return k
+}
+
+// hashOfKey is the inverse of Key; ok is false for a key of another shape.
+func hashOfKey(k []byte) (h Hash, ok bool) {
+	if len(k) != keyLen || k[0] != KeyPrefix {
+		return h, false
+	}
+	copy(h[:], k[1:])
+	return h, true
+}
+
+// Badger stores objects in a Badger database that it shares with the
+// journal: one key per object (see Key), the object bytes as the value. It
+// re-hashes every object it reads from Badger and keeps the verified ones in
+// a bounded LRU cache, so a hot object is hashed once. It is safe for
+// concurrent use.
+type Badger struct {
+	db    *badger.DB
+	cache *cache
+}
+
+var _ Store = (*Badger)(nil)
+
+// NewBadger returns a store over db with a cache of DefaultCacheBytes.
+// The caller keeps ownership of db (opens, syncs and closes it).
+func NewBadger(db *badger.DB) *Badger { return NewBadgerCache(db, DefaultCacheBytes) }
+
+// NewBadgerCache returns a store over db whose verified-object cache holds
+// up to cacheBytes (0 turns the cache off).
+func NewBadgerCache(db *badger.DB, cacheBytes int64) *Badger {
+	return &Badger{db: db, cache: newCache(cacheBytes)}
+}
+
+// Get returns the object named h after checking that its bytes hash to h.
+// The returned slice may be shared with the cache: do not modify it.
+func (b *Badger) Get(h Hash) ([]byte, error) {
+	if data, ok := b.cache.get(h); ok {
+		return data, nil
+	}
+	epoch := b.cache.currentEpoch()
+	var data []byte
+	err := b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(Key(h))
+		if err != nil {
+			return err
+		}
+		data, err = item.ValueCopy(nil)
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("get %s: %w", h.Short(), ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", h.Short(), err)
+	}
+	if Sum(data) != h {
+		return nil, fmt.Errorf("get %s: %w", h, ErrCorrupt)
+	}
+	b.cache.add(h, data, epoch)
+	return data, nil
+}
+
+// Has reports whether the object is stored: from the cache, else by a Badger
+// key lookup that does not read the value.
+func (b *Badger) Has(h Hash) (bool, error) {
+	if b.cache.contains(h) {
+		return true, nil
+	}
+	err := b.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(Key(h))
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("has %s: %w", h.Short(), err)
+	}
+	return true, nil
+}
+
+// maxPutAttempts bounds the retries of a Put that lost a race with a
+// concurrent Put of the same new object (badger.ErrConflict).
+const maxPutAttempts = 4
+
+// Put stores data under Sum(data) unless that object is already stored, in
+// which case it writes nothing. The write is committed, not synced: the
+// journal decides when db.Sync runs.
+func (b *Badger) Put(data []byte) (Hash, error) {
+	h := Sum(data)
+	if b.cache.contains(h) {
+		return h, nil
+	}
+	key := Key(h)
+	var err error
+	for range maxPutAttempts {
+		err = b.db.Update(func(txn *badger.Txn) error {
+			_, err := txn.Get(key)
+			if err == nil || !errors.Is(err, badger.ErrKeyNotFound) {
+				return err
+			}
+			return txn.Set(key, data)
+		})
+		if !errors.Is(err, badger.ErrConflict) {
+			break
+		}
+	}
+	if err != nil {
+		return Hash{}, fmt.Errorf("put %s: %w", h.Short(), err)
+	}
+	return h, nil
+}
+
+// AddToBatch adds blob to wb unless the object is already stored, so that the
+// journal commits a record and the blobs it references in one batch. It
+// trusts blob.Hash to be Sum(blob.Data) (the caller has just computed it; a
+// wrong pair would surface as ErrCorrupt on Get). wb keeps blob.Data until
+// it is flushed: do not modify it before. Two AddToBatch calls for the same
+// new blob before the flush both write it (harmless, the bytes are equal).
+func (b *Badger) AddToBatch(wb *badger.WriteBatch, blob Blob) (written bool, err error) {
+	ok, err := b.Has(blob.Hash)
+	if err != nil {
+		return false, fmt.Errorf("add %s to batch: %w", blob.Hash.Short(), err)
+	}
+	if ok {
+		return false, nil
+	}
+	if err := wb.Set(Key(blob.Hash), blob.Data); err != nil {
+		return false, fmt.Errorf("add %s to batch: %w", blob.Hash.Short(), err)
+	}
+	return true, nil
+}
+
+// Delete removes the objects (missing ones are ignored). It is for the
+// garbage collector, which must make sure no concurrent writer is relying
+// on one of them being present.
+func (b *Badger) Delete(hashes []Hash) error {
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	var err error
+	for _, h := range hashes {
+		if err = wb.Delete(Key(h)); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = wb.Flush()
+	}
+	// Evict after the deletes are committed (see cache), and also on failure:
+	// some of them may have been committed.
+	b.cache.remove(hashes)
+	if err != nil {
+		return fmt.Errorf("delete %d objects: %w", len(hashes), err)
+	}
+	return nil
+}
+
+// Each calls fn for every stored object, in hash order, with the size of its
+// value as Badger reports it without reading it (exact for values kept in
+// the LSM tree, within a few bytes for values in the value log). It stops at
+// the first error fn returns.
+func (b *Badger) Each(fn func(h Hash, size int64) error) error {
+	err := b.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = []byte{KeyPrefix}
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			h, ok := hashOfKey(item.Key())
+			if !ok {
+				continue
+			}
+			if err := fn(h, item.ValueSize()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list objects: %w", err)
+	}
+	return nil
+}
+
+// Stats counts the stored objects and their bytes by a key-only iteration
+// (sizes as in Each).
+func (b *Badger) Stats() (objects, bytes int64, err error) {
+	err = b.Each(func(_ Hash, size int64) error {
+		objects++
+		bytes += size
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("stats: %w", err)
+	}
+	return objects, bytes, nil
+}
