@@ -64,8 +64,6 @@ func (j *Journal) commit(b *batch) error {
 	}
 	wb := j.db.NewWriteBatch()
 	defer wb.Cancel()
-	objs := j.objectWriter()
-	defer objs.close()
 
 	var seen map[cas.Hash]struct{}
 	if b.blobs > 1 {
@@ -81,7 +79,7 @@ func (j *Journal) commit(b *batch) error {
 			if seen != nil {
 				seen[bl.Hash] = struct{}{}
 			}
-			w, err := objs.AddToBatch(wb, bl)
+			w, err := j.objs.AddToBatch(wb, bl)
 			if err != nil {
 				return fmt.Errorf("blob %s: %w", bl.Hash.Short(), err)
 			}

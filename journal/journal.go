@@ -15,6 +15,7 @@ import (
 // are safe for concurrent use.
 type Journal struct {
 	db    *badger.DB
+	objs  *cas.Badger
 	log   zerolog.Logger
 	fault func(op string) error
 
@@ -102,6 +103,7 @@ func (p *Pending) Wait() error {
 func start(db *badger.DB, next uint64, opts Options) *Journal {
 	j := &Journal{
 		db:    db,
+		objs:  cas.NewBadger(db),
 		log:   opts.Logger,
 		fault: opts.Fault,
 		cur:   newBatch(),
@@ -182,6 +184,10 @@ func (j *Journal) Head() uint64 { return j.head.Load() }
 // Durable is the last seq committed: it and every seq before it that was
 // assigned survive kill -9.
 func (j *Journal) Durable() uint64 { return j.durable.Load() }
+
+// Objects returns the object store over the same database. Blobs passed to
+// Enqueue are written through it.
+func (j *Journal) Objects() *cas.Badger { return j.objs }
 
 // DB returns the Badger database for packages that keep their own keys
 // under the prefixes doc.go reserves for them.

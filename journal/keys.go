@@ -11,7 +11,6 @@ import (
 const (
 	prefixRecord = 'j' // 'j' + 8-byte big-endian seq -> encoded record
 	prefixReset  = 'r' // 'r' + 8-byte big-endian seq -> encoded OpReset record
-	prefixObject = 'o' // 'o' + 32-byte hash -> object bytes (owned by cas)
 )
 
 var (

@@ -120,7 +120,7 @@ func oneLine(s string) string {
 // the records themselves, the last 'j' key covers a store written before a
 // crash lost nothing but is cheap to check).
 func initStore(db *badger.DB) (uint64, error) {
-	var next uint64
+	next := uint64(1)
 	err := db.Update(func(txn *badger.Txn) error {
 		v, err := getValue(txn, keyFormat)
 		if err != nil {
