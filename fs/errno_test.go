@@ -1,0 +1,38 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/fs/tree"
+)
+
+func TestToStatus(t *testing.T) {
+	log := zerolog.Nop()
+	for _, tc := range []struct {
+		err  error
+		want fuse.Status
+	}{
+		{nil, fuse.OK},
+		{tree.ErrNotExist, fuse.ENOENT},
+		{fmt.Errorf("lookup: %w", tree.ErrNotExist), fuse.ENOENT},
+		{tree.ErrNotEmpty, fuse.Status(syscall.ENOTEMPTY)},
+		{tree.ErrNoAttr, fuse.ENODATA},
+		{tree.ErrStale, fuse.Status(syscall.ESTALE)},
+		{ErrReadOnly, fuse.EROFS},
+		{fmt.Errorf("read: %w", cas.ErrCorrupt), fuse.EIO},
+		{syscall.EXDEV, fuse.EXDEV},
+		{fmt.Errorf("wrapped: %w", syscall.EACCES), fuse.EACCES},
+		{errors.New("something else"), fuse.EIO},
+	} {
+		if got := toStatus(&log, "test", tc.err); got != tc.want {
+			t.Errorf("toStatus(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

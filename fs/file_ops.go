@@ -1,0 +1,149 @@
+package fs
+
+import (
+	"errors"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/reynfs/reynfs/fs/tree"
+)
+
+// handle is an open file or directory. epoch is the live tree's swap count
+// when it was opened: after a rewind the handle belongs to the discarded
+// future and every write through it fails with ESTALE.
+type handle struct {
+	f         *FS
+	ino       uint64
+	epoch     uint64
+	appending bool
+	dir       []tree.Dirent // directory snapshot taken at opendir
+	parent    uint64
+}
+
+func (h *handle) stale() bool { return h.epoch != h.f.live.Epoch() }
+
+func (f *FS) newHandle(ino uint64, flags uint32) uint64 {
+	h := &handle{f: f, ino: ino, epoch: f.live.Epoch(), appending: flags&syscall.O_APPEND != 0}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextFh++
+	f.handles[f.nextFh] = h
+	return f.nextFh
+}
+
+func (f *FS) handle(fh uint64) *handle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.handles[fh]
+}
+
+func (f *FS) dropHandle(fh uint64) *handle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.handles[fh]
+	delete(f.handles, fh)
+	return h
+}
+
+// openFlags keeps the kernel's page cache across opens: every write goes
+// through this mount, and a rewind invalidates what it changes.
+const openFlags = fuse.FOPEN_KEEP_CACHE
+
+func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	c := f.caller(&in.InHeader)
+	st, err := f.live.Create(c, in.NodeId, name, in.Mode|syscall.S_IFREG, 0)
+	if errors.Is(err, tree.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
+		st, err = f.live.Lookup(in.NodeId, name) // lost a race with another create
+		if err == nil && st.IsDir() {
+			err = tree.ErrIsDir
+		}
+	}
+	if err != nil {
+		return f.status("create", err)
+	}
+	if _, err := f.live.Open(st.Ino); err != nil {
+		return f.status("create", err)
+	}
+	f.fillEntry(&st, &out.EntryOut)
+	out.Fh = f.newHandle(st.Ino, in.Flags)
+	out.OpenFlags = openFlags
+	return fuse.OK
+}
+
+func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	a, err := f.live.Open(in.NodeId)
+	if err != nil {
+		return f.status("open", err)
+	}
+	if a.IsDir() {
+		f.live.Release(in.NodeId)
+		return fuse.EISDIR
+	}
+	out.Fh = f.newHandle(in.NodeId, in.Flags)
+	out.OpenFlags = openFlags
+	return fuse.OK
+}
+
+func (f *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	n, err := f.live.ReadAt(in.NodeId, buf[:min(len(buf), int(in.Size))], in.Offset)
+	if err != nil {
+		return nil, f.status("read", err)
+	}
+	return fuse.ReadResultData(buf[:n]), fuse.OK
+}
+
+func (f *FS) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	h := f.handle(in.Fh)
+	if h == nil || h.stale() {
+		return 0, fuse.Status(syscall.ESTALE)
+	}
+	n, err := f.live.WriteAt(f.caller(&in.InHeader), in.NodeId, data, in.Offset, h.appending)
+	if err != nil {
+		return 0, f.status("write", err)
+	}
+	return uint32(n), fuse.OK
+}
+
+func (f *FS) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	if h := f.handle(in.Fh); h == nil || h.stale() {
+		return fuse.OK // nothing of a discarded future is journaled
+	}
+	err := f.live.Flush(f.caller(&in.InHeader), in.NodeId)
+	if errors.Is(err, tree.ErrStale) {
+		return fuse.OK
+	}
+	return f.status("flush", err)
+}
+
+func (f *FS) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	if h := f.handle(in.Fh); h != nil && h.stale() {
+		return fuse.Status(syscall.ESTALE)
+	}
+	return f.status("fsync", f.live.Fsync(f.caller(&in.InHeader), in.NodeId))
+}
+
+func (f *FS) Release(_ <-chan struct{}, in *fuse.ReleaseIn) {
+	if h := f.dropHandle(in.Fh); h != nil {
+		f.live.Release(h.ino)
+	}
+}
+
+func (f *FS) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	if h := f.handle(in.Fh); h == nil || h.stale() {
+		return fuse.Status(syscall.ESTALE)
+	}
+	err := f.live.Fallocate(f.caller(&in.InHeader), in.NodeId, in.Mode, in.Offset, in.Length)
+	return f.status("fallocate", err)
+}
+
+func (f *FS) CopyFileRange(_ <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	if h := f.handle(in.FhOut); h == nil || h.stale() {
+		return 0, fuse.Status(syscall.ESTALE)
+	}
+	n, err := f.live.CopyRange(f.caller(&in.InHeader), in.NodeId, in.OffIn, in.NodeIdOut, in.OffOut, in.Len)
+	if err != nil {
+		return 0, f.status("copy_file_range", err)
+	}
+	return uint32(n), fuse.OK
+}

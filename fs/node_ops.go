@@ -1,0 +1,196 @@
+package fs
+
+import (
+	"errors"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/reynfs/reynfs/fs/tree"
+	"github.com/reynfs/reynfs/journal"
+)
+
+// Node ids are inode numbers: they are never reused (the allocator only
+// grows), so the kernel's node id and our inode number can be one.
+
+func (f *FS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	st, err := f.live.Lookup(h.NodeId, name)
+	if errors.Is(err, tree.ErrNotExist) {
+		// A negative entry the kernel may cache: every create goes
+		// through this mount, so the kernel drops it when it is wrong.
+		out.NodeId = 0
+		out.SetEntryTimeout(f.timeout)
+		return fuse.OK
+	}
+	if err != nil {
+		return f.status("lookup", err)
+	}
+	f.fillEntry(&st, out)
+	return fuse.OK
+}
+
+func (f *FS) Forget(nodeid, nlookup uint64) {}
+
+func (f *FS) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	st, err := f.live.GetAttr(in.NodeId)
+	if err != nil {
+		return f.status("getattr", err)
+	}
+	f.fillAttrOut(&st, out)
+	return fuse.OK
+}
+
+func (f *FS) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	var sa tree.SetAttrIn
+	if m, ok := in.GetMode(); ok {
+		sa.Valid |= journal.SetMode
+		sa.Mode = m
+	}
+	if u, ok := in.GetUID(); ok {
+		sa.Valid |= journal.SetUid
+		sa.Uid = u
+	}
+	if g, ok := in.GetGID(); ok {
+		sa.Valid |= journal.SetGid
+		sa.Gid = g
+	}
+	if t, ok := in.GetATime(); ok {
+		sa.Valid |= journal.SetAtime
+		sa.Atime = t.UnixNano()
+	}
+	if t, ok := in.GetMTime(); ok {
+		sa.Valid |= journal.SetMtime
+		sa.Mtime = t.UnixNano()
+	}
+	if s, ok := in.GetSize(); ok {
+		if hd := f.handle(in.Fh); in.Valid&fuse.FATTR_FH != 0 && hd != nil && hd.stale() {
+			return fuse.Status(syscall.ESTALE)
+		}
+		sa.Valid |= tree.SetSize
+		sa.Size = s
+	}
+	st, err := f.live.SetAttr(f.caller(&in.InHeader), in.NodeId, sa)
+	if err != nil {
+		return f.status("setattr", err)
+	}
+	f.fillAttrOut(&st, out)
+	return fuse.OK
+}
+
+func (f *FS) entry(op string, st tree.Stat, err error, out *fuse.EntryOut) fuse.Status {
+	if err != nil {
+		return f.status(op, err)
+	}
+	f.fillEntry(&st, out)
+	return fuse.OK
+}
+
+func (f *FS) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	// The kernel has applied the caller's umask already: store the mode as received.
+	st, err := f.live.Create(f.caller(&in.InHeader), in.NodeId, name, in.Mode, in.Rdev)
+	return f.entry("mknod", st, err, out)
+}
+
+func (f *FS) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	st, err := f.live.Mkdir(f.caller(&in.InHeader), in.NodeId, name, in.Mode)
+	return f.entry("mkdir", st, err, out)
+}
+
+func (f *FS) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	st, err := f.live.Symlink(f.caller(h), h.NodeId, name, target)
+	return f.entry("symlink", st, err, out)
+}
+
+func (f *FS) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	st, err := f.live.Link(f.caller(&in.InHeader), in.Oldnodeid, in.NodeId, name)
+	return f.entry("link", st, err, out)
+}
+
+func (f *FS) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return f.status("unlink", f.live.Unlink(f.caller(h), h.NodeId, name))
+}
+
+func (f *FS) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return f.status("rmdir", f.live.Rmdir(f.caller(h), h.NodeId, name))
+}
+
+func (f *FS) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	err := f.live.Rename(f.caller(&in.InHeader), in.NodeId, oldName, in.Newdir, newName, in.Flags)
+	return f.status("rename", err)
+}
+
+func (f *FS) Readlink(_ <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	target, err := f.live.Readlink(h.NodeId)
+	if err != nil {
+		return nil, f.status("readlink", err)
+	}
+	return []byte(target), fuse.OK
+}
+
+func (f *FS) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	// Every write(2) asks for security.capability first: this is answered
+	// from memory, never from the store.
+	v, err := f.live.GetXattr(h.NodeId, attr)
+	if err != nil {
+		return 0, f.status("getxattr", err)
+	}
+	if len(dest) == 0 {
+		return uint32(len(v)), fuse.OK
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), fuse.ERANGE
+	}
+	return uint32(copy(dest, v)), fuse.OK
+}
+
+func (f *FS) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	names, err := f.live.ListXattr(h.NodeId)
+	if err != nil {
+		return 0, f.status("listxattr", err)
+	}
+	size := 0
+	for _, n := range names {
+		size += len(n) + 1
+	}
+	if len(dest) == 0 {
+		return uint32(size), fuse.OK
+	}
+	if len(dest) < size {
+		return uint32(size), fuse.ERANGE
+	}
+	b := dest[:0]
+	for _, n := range names {
+		b = append(append(b, n...), 0)
+	}
+	return uint32(size), fuse.OK
+}
+
+func (f *FS) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	if len(attr) > 255 {
+		return fuse.Status(syscall.ERANGE)
+	}
+	if len(data) > 64<<10 {
+		return fuse.Status(syscall.E2BIG)
+	}
+	err := f.live.SetXattr(f.caller(&in.InHeader), in.NodeId, attr, data, in.Flags)
+	return f.status("setxattr", err)
+}
+
+func (f *FS) RemoveXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	return f.status("removexattr", f.live.RemoveXattr(f.caller(h), h.NodeId, attr))
+}
+
+func (f *FS) StatFs(_ <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	// Space is the store's file system's; inodes are ours.
+	var s syscall.Statfs_t
+	if err := syscall.Statfs(f.storeDir, &s); err != nil {
+		return f.status("statfs", err)
+	}
+	inodes, _ := f.live.Counts()
+	out.Blocks, out.Bfree, out.Bavail = s.Blocks, s.Bfree, s.Bavail
+	out.Bsize, out.Frsize = uint32(s.Bsize), uint32(s.Frsize)
+	out.Files = uint64(inodes) + s.Ffree
+	out.Ffree = s.Ffree
+	out.NameLen = tree.MaxName
+	return fuse.OK
+}

@@ -1,0 +1,139 @@
+package fs
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/fs/tree"
+)
+
+// Options configure a mount.
+type Options struct {
+	Log zerolog.Logger
+	// Timeout is how long the kernel may cache entries and attributes.
+	// Every change goes through this mount, and a rewind invalidates what
+	// it changes, so long timeouts are safe.
+	Timeout time.Duration
+	// FsName is shown as the mount's source in /proc/mounts (the store).
+	FsName string
+	// StoreDir is where statfs reads free space from.
+	StoreDir string
+	Debug    bool
+}
+
+// FS serves a live tree over FUSE. Each handler translates the request,
+// calls tree.Live and maps the error.
+type FS struct {
+	fuse.RawFileSystem
+	live    *tree.Live
+	log     zerolog.Logger
+	timeout time.Duration
+	server  *fuse.Server
+
+	storeDir string
+
+	mu      sync.Mutex
+	handles map[uint64]*handle
+	nextFh  uint64
+	comms   map[uint32]string
+}
+
+// Mount mounts live at mountpoint and serves it in the background. As root
+// it mounts directly; otherwise through fusermount3.
+func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Second
+	}
+	f := &FS{
+		RawFileSystem: fuse.NewDefaultRawFileSystem(),
+		live:          live, log: opts.Log, timeout: opts.Timeout, storeDir: opts.StoreDir,
+		handles: map[uint64]*handle{}, comms: map[uint32]string{},
+	}
+	mo := &fuse.MountOptions{
+		FsName:      opts.FsName,
+		Name:        "reynfs",
+		DirectMount: os.Geteuid() == 0,
+		MaxWrite:    1 << 20,
+		Options:     []string{"default_permissions", "noatime"},
+		AllowOther:  os.Geteuid() == 0,
+		Debug:       opts.Debug,
+	}
+	srv, err := fuse.NewServer(f, mountpoint, mo)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	f.server = srv
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		_ = srv.Unmount()
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	return f, nil
+}
+
+// Unmount unmounts; it fails (EBUSY) while the mount is in use.
+func (f *FS) Unmount() error { return f.server.Unmount() }
+
+// Wait returns when the mount is gone.
+func (f *FS) Wait() { f.server.Wait() }
+
+func (f *FS) String() string { return "reynfs" }
+
+// caller names the process behind a request for the journal. The command
+// name is read from /proc once per pid.
+func (f *FS) caller(h *fuse.InHeader) tree.Caller {
+	c := tree.Caller{Pid: h.Pid, Uid: h.Uid, Gid: h.Gid}
+	if h.Pid == 0 {
+		return c
+	}
+	f.mu.Lock()
+	comm, ok := f.comms[h.Pid]
+	f.mu.Unlock()
+	if !ok {
+		b, _ := os.ReadFile("/proc/" + strconv.FormatUint(uint64(h.Pid), 10) + "/comm")
+		comm = strings.TrimSpace(string(b))
+		f.mu.Lock()
+		if len(f.comms) > 4096 {
+			clear(f.comms)
+		}
+		f.comms[h.Pid] = comm
+		f.mu.Unlock()
+	}
+	c.Comm = comm
+	return c
+}
+
+func (f *FS) status(op string, err error) fuse.Status { return toStatus(&f.log, op, err) }
+
+func (f *FS) fillAttr(st *tree.Stat, a *fuse.Attr) {
+	a.Ino = st.Ino
+	a.Size = st.Size
+	a.Blocks = st.Blocks
+	a.Mode = st.Mode
+	a.Nlink = st.Nlink
+	a.Uid, a.Gid = st.Uid, st.Gid
+	a.Rdev = st.Rdev
+	a.Blksize = 4096
+	a.Atime, a.Atimensec = uint64(st.Atime/1e9), uint32(st.Atime%1e9)
+	a.Mtime, a.Mtimensec = uint64(st.Mtime/1e9), uint32(st.Mtime%1e9)
+	a.Ctime, a.Ctimensec = uint64(st.Ctime/1e9), uint32(st.Ctime%1e9)
+}
+
+func (f *FS) fillEntry(st *tree.Stat, out *fuse.EntryOut) {
+	out.NodeId = st.Ino
+	out.SetEntryTimeout(f.timeout)
+	out.SetAttrTimeout(f.timeout)
+	f.fillAttr(st, &out.Attr)
+}
+
+func (f *FS) fillAttrOut(st *tree.Stat, out *fuse.AttrOut) {
+	out.SetTimeout(f.timeout)
+	f.fillAttr(st, &out.Attr)
+}

@@ -1,0 +1,200 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
+)
+
+// Journal is what the live tree needs of the journal: *journal.Journal.
+type Journal interface {
+	Enqueue(r *journal.Record, blobs []cas.Blob) *journal.Pending
+	Sync() error
+}
+
+// Caller says who asked for an operation: the process from the FUSE
+// request, recorded in every record it causes.
+type Caller struct {
+	Pid  uint32
+	Comm string
+	Uid  uint32
+	Gid  uint32
+}
+
+// Live is the tree the mount serves: the pure Tree plus the lock, the
+// journal every mutation goes through, inode allocation, open counts for
+// unlinked files, and write buffering.
+//
+// A mutation is checked and applied to the tree and enqueued in the journal
+// under one write lock, so apply order is seq order; the lock is released
+// before the journal commits (group commit does the rest). Replies do not
+// wait for the commit: like a kernel file system, an operation is durable
+// once fsync (Sync) returns, and a crash keeps a prefix of the journal.
+type Live struct {
+	mu sync.RWMutex
+	t  *Tree
+	j  Journal
+
+	nextIno, inoCeil uint64
+	reserve          func(ceil uint64) error // persists a new inode ceiling
+
+	opens   map[uint64]int   // open handles per inode
+	orphans map[uint64]*Node // unlinked but still open
+	dirty   map[uint64]*Node // files with pending data
+	pending int              // bytes in pending buffers
+
+	epoch  uint64 // counts swaps; a handle opened before one is stale
+	failed error  // first journal failure: every later mutation fails
+	now    func() int64
+}
+
+// Write buffering limits: a file's pending data is journaled once it holds
+// FileFlushBytes, and everything once all files together hold TotalFlushBytes.
+const (
+	FileFlushBytes  = 1 << 20
+	TotalFlushBytes = 64 << 20
+	inoBlock        = 1 << 16
+)
+
+// ErrFailed wraps the journal failure that stopped all mutations.
+var ErrFailed = errors.New("journal failed: file system is read-only")
+
+// NewLive serves t. nextIno is the first unused inode number and ceil the
+// highest one reserved durably; reserve is called (under the lock) to move
+// the ceiling before an inode past it is handed out.
+func NewLive(t *Tree, j Journal, nextIno, ceil uint64, reserve func(uint64) error) *Live {
+	l := &Live{
+		t: t, j: j, nextIno: nextIno, inoCeil: ceil, reserve: reserve,
+		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{},
+		now: func() int64 { return time.Now().UnixNano() },
+	}
+	t.OnDrop = l.onDrop
+	return l
+}
+
+// Lock and Unlock give rewind/ exclusive access for a generation cut or a
+// swap; Tree is valid only while the lock is held.
+func (l *Live) Lock()       { l.mu.Lock() }
+func (l *Live) Unlock()     { l.mu.Unlock() }
+func (l *Live) Tree() *Tree { return l.t }
+
+// Swap replaces the served tree (a rewind); the caller holds the lock.
+// Pending data of the old tree is discarded with it.
+func (l *Live) Swap(t *Tree) {
+	l.t = t
+	l.epoch++
+	t.OnDrop = l.onDrop
+	l.dirty = map[uint64]*Node{}
+	l.pending = 0
+}
+
+func (l *Live) onDrop(n *Node) {
+	if l.opens[n.Ino] > 0 {
+		l.orphans[n.Ino] = n
+	}
+	if n.pending != nil {
+		l.dropPending(n)
+	}
+}
+
+// Epoch counts the swaps so far; handles remember it to refuse writes
+// into a tree swapped in after they were opened.
+func (l *Live) Epoch() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epoch
+}
+
+// node returns inode ino, also when it is unlinked but still open.
+func (l *Live) node(ino uint64) (*Node, error) {
+	if n := l.t.nodes[ino]; n != nil {
+		return n, nil
+	}
+	if n := l.orphans[ino]; n != nil {
+		return n, nil
+	}
+	return nil, ErrStale
+}
+
+// commit applies r to the tree and enqueues it. Caller holds l.mu.
+func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
+	if l.failed != nil {
+		return l.failed
+	}
+	if r.Time == 0 {
+		r.Time = l.now()
+	}
+	r.Pid, r.Comm = c.Pid, c.Comm
+	if err := l.t.Apply(r); err != nil {
+		return err
+	}
+	l.j.Enqueue(r, blobs)
+	return nil
+}
+
+// Fail stops all mutations after a journal error (the journal reports it
+// again to every Sync).
+func (l *Live) Fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed == nil {
+		l.failed = fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+}
+
+// allocIno hands out a new inode number. Caller holds l.mu.
+func (l *Live) allocIno() (uint64, error) {
+	if l.nextIno > l.inoCeil {
+		ceil := l.nextIno + inoBlock
+		if err := l.reserve(ceil); err != nil {
+			return 0, fmt.Errorf("reserve inode numbers: %w", err)
+		}
+		l.inoCeil = ceil
+	}
+	ino := l.nextIno
+	l.nextIno++
+	return ino, nil
+}
+
+// NextIno returns the first unused inode number.
+func (l *Live) NextIno() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.nextIno
+}
+
+// Open counts an open handle of ino so it outlives its last name.
+func (l *Live) Open(ino uint64) (Attr, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return Attr{}, err
+	}
+	l.opens[ino]++
+	return n.Attr, nil
+}
+
+// Release drops an open handle; an unlinked file goes with its last one.
+func (l *Live) Release(ino uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opens[ino]--; l.opens[ino] > 0 {
+		return
+	}
+	delete(l.opens, ino)
+	if n := l.orphans[ino]; n != nil {
+		delete(l.orphans, ino)
+		l.dropPending(n)
+	}
+}
+
+// NextInoLocked is NextIno for a caller that holds the lock.
+func (l *Live) NextInoLocked() uint64 { return l.nextIno }
+
+// FlushAllLocked is FlushAll for a caller that holds the lock.
+func (l *Live) FlushAllLocked(c Caller) error { return l.flushAll(c) }

@@ -1,0 +1,255 @@
+package tree
+
+import (
+	"syscall"
+
+	"github.com/reynfs/reynfs/journal"
+)
+
+// Stat is a node's attributes with its block count, copied under the lock.
+type Stat struct {
+	Attr
+	Blocks uint64
+}
+
+func stat(n *Node) Stat { return Stat{Attr: n.Attr, Blocks: n.Blocks()} }
+
+// Lookup finds name in directory parent.
+func (l *Live) Lookup(parent uint64, name string) (Stat, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n, err := l.t.Lookup(parent, name)
+	if err != nil {
+		return Stat{}, err
+	}
+	return stat(n), nil
+}
+
+// GetAttr returns inode ino's attributes.
+func (l *Live) GetAttr(ino uint64) (Stat, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return Stat{}, err
+	}
+	return stat(n), nil
+}
+
+// SetAttrIn is a setattr request: the Set* bits of journal plus SetSize.
+type SetAttrIn struct {
+	Valid        uint32
+	Mode         uint32
+	Uid, Gid     uint32
+	Size         uint64
+	Atime, Mtime int64
+}
+
+// SetSize asks SetAttr to truncate (beside journal's Set* bits).
+const SetSize = 1 << 16
+
+// SetAttr changes attributes: size first (one OpData record with any
+// pending writes), then the rest (one OpSetattr record).
+func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return Stat{}, err
+	}
+	now := l.now()
+	if in.Valid&SetSize != 0 {
+		if n.IsDir() {
+			return Stat{}, ErrIsDir
+		}
+		if !n.IsReg() {
+			return Stat{}, ErrInvalid
+		}
+		if err := l.t.Truncate(n, in.Size, now); err != nil {
+			return Stat{}, err
+		}
+		l.markPending(n)
+		if err := l.flush(c, n, journal.DataTruncate); err != nil {
+			return Stat{}, err
+		}
+	}
+	if v := in.Valid &^ SetSize; v != 0 {
+		r := &journal.Record{Op: journal.OpSetattr, Ino: ino, Valid: v, Mode: in.Mode,
+			Uid: in.Uid, Gid: in.Gid, Atime: in.Atime, Mtime: in.Mtime, Time: now}
+		if err := l.commitNode(c, n, r); err != nil {
+			return Stat{}, err
+		}
+	}
+	return stat(n), nil
+}
+
+// commitNode commits a record about n, which may be an unlinked open file:
+// those are changed in memory only, since no state reachable from the
+// root can see them.
+func (l *Live) commitNode(c Caller, n *Node, r *journal.Record) error {
+	if r.Time == 0 {
+		r.Time = l.now()
+	}
+	if l.t.nodes[n.Ino] == n {
+		return l.commit(c, r, nil)
+	}
+	orphan := &Tree{nodes: map[uint64]*Node{n.Ino: n}}
+	return orphan.Apply(r)
+}
+
+// Create makes a file, fifo, socket or device node (mknod, creat).
+func (l *Live) Create(c Caller, parent uint64, name string, mode, rdev uint32) (Stat, error) {
+	return l.newNode(c, &journal.Record{Op: journal.OpCreate, Parent: parent, Name: name, Mode: mode, Rdev: rdev})
+}
+
+// Mkdir makes a directory.
+func (l *Live) Mkdir(c Caller, parent uint64, name string, mode uint32) (Stat, error) {
+	return l.newNode(c, &journal.Record{Op: journal.OpMkdir, Parent: parent, Name: name, Mode: mode})
+}
+
+// Symlink makes a symlink to target.
+func (l *Live) Symlink(c Caller, parent uint64, name, target string) (Stat, error) {
+	if len(target) > 4095 {
+		return Stat{}, ErrNameTooLong
+	}
+	return l.newNode(c, &journal.Record{Op: journal.OpSymlink, Parent: parent, Name: name, Target: target})
+}
+
+func (l *Live) newNode(c Caller, r *journal.Record) (Stat, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Check the name before spending an inode number on it.
+	if _, err := l.t.Lookup(r.Parent, r.Name); err == nil {
+		return Stat{}, ErrExist
+	} else if err != ErrNotExist {
+		return Stat{}, err
+	}
+	ino, err := l.allocIno()
+	if err != nil {
+		return Stat{}, err
+	}
+	r.Ino, r.Uid, r.Gid = ino, c.Uid, c.Gid
+	if r.Op == journal.OpMkdir || r.Op == journal.OpCreate {
+		// setgid directories pass their group on, as on ext4.
+		if p := l.t.nodes[r.Parent]; p.Mode&syscall.S_ISGID != 0 {
+			r.Gid = p.Gid
+			if r.Op == journal.OpMkdir {
+				r.Mode |= syscall.S_ISGID
+			}
+		}
+	}
+	if err := l.commit(c, r, nil); err != nil {
+		return Stat{}, err
+	}
+	return stat(l.t.nodes[ino]), nil
+}
+
+// Link gives inode ino a new name.
+func (l *Live) Link(c Caller, ino, parent uint64, name string) (Stat, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.t.nodes[ino]; !ok {
+		if l.orphans[ino] != nil {
+			return Stat{}, ErrNotExist // linkat of an unlinked file: ENOENT, as ext4
+		}
+		return Stat{}, ErrStale
+	}
+	if err := l.commit(c, &journal.Record{Op: journal.OpLink, Ino: ino, Parent: parent, Name: name}, nil); err != nil {
+		return Stat{}, err
+	}
+	return stat(l.t.nodes[ino]), nil
+}
+
+// Unlink removes a name that is not a directory.
+func (l *Live) Unlink(c Caller, parent uint64, name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.commit(c, &journal.Record{Op: journal.OpUnlink, Parent: parent, Name: name}, nil)
+}
+
+// Rmdir removes an empty directory.
+func (l *Live) Rmdir(c Caller, parent uint64, name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.commit(c, &journal.Record{Op: journal.OpRmdir, Parent: parent, Name: name}, nil)
+}
+
+// Rename moves parent/name to newParent/newName (flags as renameat2).
+func (l *Live) Rename(c Caller, parent uint64, name string, newParent uint64, newName string, flags uint32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.commit(c, &journal.Record{Op: journal.OpRename, Parent: parent, Name: name,
+		NewParent: newParent, NewName: newName, Flags: flags}, nil)
+}
+
+// Readlink returns a symlink's target.
+func (l *Live) Readlink(ino uint64) (string, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return "", err
+	}
+	return n.Readlink()
+}
+
+// Readdir returns a directory's entries, sorted by name.
+func (l *Live) Readdir(ino uint64) ([]Dirent, uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	ents, err := l.t.Readdir(ino)
+	return ents, l.t.Parent(ino), err
+}
+
+// GetXattr returns one extended attribute's value (a copy).
+func (l *Live) GetXattr(ino uint64, name string) ([]byte, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return nil, err
+	}
+	v, err := n.Xattr(name)
+	return append([]byte(nil), v...), err
+}
+
+// ListXattr returns the extended attribute names of ino.
+func (l *Live) ListXattr(ino uint64) ([]string, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return nil, err
+	}
+	return n.XattrNames(), nil
+}
+
+// SetXattr sets an extended attribute (flags XATTR_CREATE / XATTR_REPLACE).
+func (l *Live) SetXattr(c Caller, ino uint64, name string, value []byte, flags uint32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return err
+	}
+	return l.commitNode(c, n, &journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: name,
+		XValue: append([]byte(nil), value...), Flags: flags})
+}
+
+// RemoveXattr removes an extended attribute.
+func (l *Live) RemoveXattr(c Caller, ino uint64, name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return err
+	}
+	return l.commitNode(c, n, &journal.Record{Op: journal.OpRemovexattr, Ino: ino, XName: name})
+}
+
+// Counts returns the number of inodes and of bytes waiting in write buffers.
+func (l *Live) Counts() (inodes, pending int) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.t.Len(), l.pending
+}

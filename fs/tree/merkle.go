@@ -1,0 +1,171 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"syscall"
+
+	"github.com/reynfs/reynfs/cas"
+)
+
+// ErrPending: a Merkle root was asked for while a file still holds written
+// data that is not journaled yet; flush first.
+var ErrPending = errors.New("tree has unjournaled data")
+
+// markDirty invalidates n's object hash and, through the parent links, the
+// hashes of every directory above it. A dirty node's parents are always
+// dirty, so the walk stops at the first node already dirty: the cost of a
+// change is the depth of the node, once per node between two roots.
+func (t *Tree) markDirty(n *Node) {
+	for n != nil && !n.dirty {
+		n.dirty = true
+		if len(n.parents) != 1 {
+			for p := range n.parents {
+				t.markDirty(t.nodes[p])
+			}
+			return
+		}
+		n = t.nodes[n.parent()]
+	}
+}
+
+// Root returns the Merkle root of the tree — the hash of the root
+// directory's inode object — and the objects made since the last call,
+// which the caller must store before it records the root anywhere. Only
+// nodes changed since the last call are re-encoded.
+func (t *Tree) Root() (cas.Hash, []cas.Blob, error) {
+	var blobs []cas.Blob
+	h, err := t.hashNode(t.nodes[RootIno], &blobs)
+	return h, blobs, err
+}
+
+func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
+	if !n.dirty {
+		return n.obj, nil
+	}
+	if len(n.pending) > 0 {
+		return cas.Hash{}, fmt.Errorf("root: inode %d: %w", n.Ino, ErrPending)
+	}
+	in := n.inode()
+	if n.IsDir() {
+		names := n.sortedNames()
+		in.Entries = make([]cas.Entry, len(names))
+		for i, name := range names {
+			c := t.nodes[n.entries[name]]
+			h, err := t.hashNode(c, blobs)
+			if err != nil {
+				return cas.Hash{}, err
+			}
+			in.Entries[i] = cas.Entry{Name: name, Ino: c.Ino, Object: h}
+		}
+	}
+	data := cas.EncodeInode(in)
+	n.obj = cas.Sum(data)
+	n.dirty = false
+	*blobs = append(*blobs, cas.Blob{Hash: n.obj, Data: data})
+	return n.obj, nil
+}
+
+// inode returns n's inode object without directory entries.
+func (n *Node) inode() *cas.Inode {
+	in := &cas.Inode{
+		Ino: n.Ino, Mode: n.Mode, Uid: n.Uid, Gid: n.Gid, Rdev: n.Rdev, Size: n.Size,
+		Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Target: n.target,
+	}
+	if n.IsReg() {
+		in.Chunks = append([]cas.Hash(nil), n.chunks...)
+	}
+	for _, name := range sortedKeys(n.xattrs) {
+		in.Xattrs = append(in.Xattrs, cas.Xattr{Name: name, Value: n.xattrs[name]})
+	}
+	return in
+}
+
+// Load builds the tree named by a Merkle root from the store. Shared
+// subtrees are decoded once; hard links (entries with one inode number)
+// become one node.
+func Load(store cas.Store, root cas.Hash) (*Tree, error) {
+	t := &Tree{store: store, nodes: map[uint64]*Node{}}
+	in, err := getInode(store, root)
+	if err != nil {
+		return nil, fmt.Errorf("load root: %w", err)
+	}
+	if in.Mode&syscall.S_IFMT != syscall.S_IFDIR || in.Ino != RootIno {
+		return nil, fmt.Errorf("load root %s: not a root directory: %w", root.Short(), cas.ErrCorrupt)
+	}
+	if err := t.load(store, in, root); err != nil {
+		return nil, err
+	}
+	return t, t.Check()
+}
+
+func (t *Tree) load(store cas.Store, in *cas.Inode, h cas.Hash) error {
+	n := fromInode(in, h)
+	t.nodes[n.Ino] = n
+	for _, e := range in.Entries {
+		c, seen := t.nodes[e.Ino]
+		if !seen {
+			cin, err := getInode(store, e.Object)
+			if err != nil {
+				return fmt.Errorf("load %q: %w", e.Name, err)
+			}
+			if cin.Ino != e.Ino {
+				return fmt.Errorf("load %q: entry says inode %d, object %d: %w", e.Name, e.Ino, cin.Ino, cas.ErrCorrupt)
+			}
+			if err := t.load(store, cin, e.Object); err != nil {
+				return err
+			}
+			c = t.nodes[e.Ino]
+		} else if c.IsDir() || c.obj != e.Object {
+			return fmt.Errorf("load %q: inode %d linked twice with different objects: %w", e.Name, e.Ino, cas.ErrCorrupt)
+		}
+		n.entries[e.Name] = e.Ino
+		c.parents[n.Ino]++
+		if c.IsDir() {
+			n.Nlink++
+		} else if seen {
+			c.Nlink++
+		}
+	}
+	return nil
+}
+
+func getInode(store cas.Store, h cas.Hash) (*cas.Inode, error) {
+	b, err := store.Get(h)
+	if err != nil {
+		return nil, err
+	}
+	return cas.DecodeInode(b)
+}
+
+func fromInode(in *cas.Inode, h cas.Hash) *Node {
+	n := newNode(in.Ino, in.Mode, in.Uid, in.Gid, in.Rdev, 0)
+	n.Size, n.Atime, n.Mtime, n.Ctime = in.Size, in.Atime, in.Mtime, in.Ctime
+	n.target = in.Target
+	if n.IsReg() {
+		n.chunks = append([]cas.Hash(nil), in.Chunks...)
+		for _, c := range n.chunks {
+			if c.IsZero() {
+				n.holes++
+			}
+		}
+	}
+	if len(in.Xattrs) > 0 {
+		n.xattrs = make(map[string][]byte, len(in.Xattrs))
+		for _, x := range in.Xattrs {
+			n.xattrs[x.Name] = x.Value
+		}
+	}
+	n.obj, n.dirty = h, false
+	return n
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
