@@ -13,7 +13,7 @@ import (
 	"github.com/reynfs/reynfs/cas"
 )
 
-func openT(t *testing.T, dir string, opts Options) *Journal {
+func openT(t testing.TB, dir string, opts Options) *Journal {
 	t.Helper()
 	j, err := Open(dir, opts)
 	if err != nil {
@@ -23,7 +23,7 @@ func openT(t *testing.T, dir string, opts Options) *Journal {
 	return j
 }
 
-func appendT(t *testing.T, j *Journal, r *Record, blobs ...cas.Blob) uint64 {
+func appendT(t testing.TB, j *Journal, r *Record, blobs ...cas.Blob) uint64 {
 	t.Helper()
 	if err := j.Enqueue(r, blobs).Wait(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,75 @@
+// Package journal is the write-ahead journal of a reynfs workspace: typed
+// records with one global seq, their binary encoding, appends with group
+// commit, reads from a seq, and the active path that reset records define.
+//
+// # Store
+//
+// One Badger v4 database per workspace holds everything; Open opens it and
+// hands the same *badger.DB to cas (Objects) and to packages that keep
+// their own keys (DB). The key layout, by first byte:
+//
+//	key                     value                              owner
+//	----------------------  ---------------------------------  -------------
+//	'j' + seq (8 B, BE)     encoded Record                     journal
+//	'r' + seq (8 B, BE)     encoded OpReset Record (index)     journal
+//	"m/format"              store format version, decimal "1"  journal
+//	"m/seq"                 highest seq committed (8 B, BE)    journal
+//	"m/k/" + name           daemon bookkeeping (Get/SetMeta)   journal
+//	'o' + hash (32 B)       object bytes                       cas
+//	"!badger!..."           Badger's own                       Badger
+//
+// Big-endian seqs make Badger's key order seq order, so Iter is one prefix
+// iterator. The 'r' index is written in the same batch as its 'j' record,
+// so Resets never scans the journal. "m/seq" is written with every batch
+// and survives the truncation of old records: Open resumes at
+// max("m/seq", last 'j' key) + 1, and a seq is never reissued. Every other
+// prefix letter is free for other packages; claim it here first.
+//
+// Open refuses a store of another format version (ErrFormat), a directory
+// that is not a reynfs store or a damaged one (ErrCorrupt) and a store
+// another process holds (ErrLocked, Badger's directory flock). Badger runs
+// with small memory (32 MiB memtables x3, 32 MiB block cache, 16 MiB index
+// cache, 128 MiB value-log files, 2 compactors) so the daemon stays under
+// 300 MiB RSS, and with a 1 KiB value threshold: records and small objects
+// live in the LSM tree, file chunks in the value log.
+//
+// # Encoding
+//
+// A record is a version byte (1), the op, then Seq, Time, Pid and Comm,
+// then each non-zero field as a tag byte and its value in increasing tag
+// order: uvarints, zigzag varints for times, length-prefixed strings, raw
+// 32-byte hashes. A typical unlink is under 30 bytes; a data record with one
+// chunk about 80. Decode accepts exactly what Encode writes (it rejects
+// unknown ops, truncation, trailing bytes, non-minimal varints, zero-valued
+// fields and lengths the input cannot hold), so Encode(Decode(b)) == b;
+// FuzzDecode checks that. Tags are never renumbered, only appended.
+// Enqueue checks Record.Validate: a field the op does not use is refused
+// (ErrInvalid) rather than silently journalled.
+//
+// # Group commit
+//
+// Enqueue assigns the next seq under the journal's mutex, encodes the
+// record and queues it with its blobs; it does not wait for I/O unless
+// more than 32 MiB is queued (backpressure). One committer goroutine takes
+// everything queued and writes it as one Badger WriteBatch: the blobs first
+// (through cas, which skips stored ones; duplicates within the batch are
+// dropped), then the records, the reset index and meta writes in queue
+// order, then "m/seq". When Flush returns, every Pending of the batch is
+// woken: concurrent writers share one commit. Badger splits a batch too
+// big for one transaction into several committed in order, and replays its
+// write-ahead log as a prefix after a crash, so a record is never durable
+// before the blobs ahead of it (invariant 1). A commit or sync error fails
+// the journal for good: every later Enqueue, Wait, Sync and SetMeta returns
+// an error wrapping ErrFailed, which the file system answers with EIO.
+//
+// # Durability
+//
+// Badger runs with SyncWrites=false. A committed record (Pending.Wait has
+// returned) is in Badger's memory-mapped logs and survives kill -9 of the
+// daemon. Sync runs db.Sync() after everything enqueued before it has
+// committed; callers share db.Sync calls, and a sync that started after a
+// commit covers it. db.Sync runs on every FUSE fsync/fdatasync (through
+// Sync), on every generation cut and after every reset record (rewind/
+// calls Sync), on SetMeta and on Close. A power loss keeps everything
+// committed before the last completed Sync and may lose what came after.
+package journal
