@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -219,5 +220,27 @@ func TestBadgerStatsAndDelete(t *testing.T) {
 	}
 	if got, err := s.Get(hs[3]); err != nil || !bytes.Equal(got, d) {
 		t.Fatalf("Get after re-Put: %v", err)
+	}
+}
+
+// Many Puts of one new object race in Badger transactions; the losers get
+// badger.ErrConflict internally and must retry, not fail.
+func TestBadgerPutRace(t *testing.T) {
+	db := openDB(t, badger.DefaultOptions(t.TempDir()))
+	s := cas.NewBadgerCache(db, 0)
+	for round := range 30 {
+		d := castest.Data(uint64(round), 1000)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				if _, err := s.Put(d); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if n, _, err := s.Stats(); err != nil || n != 30 {
+		t.Fatalf("Stats = %d, %v; want 30", n, err)
 	}
 }
