@@ -10,7 +10,8 @@ import (
 // tree roots are all named by a Hash.
 type Hash [32]byte
 
-// Zero is the hash of nothing; a file manifest uses it for a hole.
+// Zero is the all-zero Hash. It names no object (it is not Sum of any
+// bytes, not even of none); a file's chunk list uses it for a hole.
 var Zero Hash
 
 // IsZero reports whether h is the zero hash.
