@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -57,13 +58,15 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		handles: map[uint64]*handle{}, comms: map[uint32]string{},
 	}
 	mo := &fuse.MountOptions{
-		FsName:      opts.FsName,
-		Name:        "reynfs",
-		DirectMount: os.Geteuid() == 0,
-		MaxWrite:    1 << 20,
-		Options:     []string{"default_permissions", "noatime"},
-		AllowOther:  os.Geteuid() == 0,
-		Debug:       opts.Debug,
+		FsName:            opts.FsName,
+		Name:              "reynfs",
+		DirectMount:       os.Geteuid() == 0,
+		DirectMountStrict: os.Geteuid() == 0,
+		DirectMountFlags:  syscall.MS_NOATIME | syscall.MS_NOSUID | syscall.MS_NODEV,
+		MaxWrite:          1 << 20,
+		Options:           []string{"default_permissions"},
+		AllowOther:        os.Geteuid() == 0,
+		Debug:             opts.Debug,
 	}
 	srv, err := fuse.NewServer(f, mountpoint, mo)
 	if err != nil {

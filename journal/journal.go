@@ -92,6 +92,10 @@ func (p *Pending) Seq() uint64 { return p.seq }
 // survive kill -9 of the process, not a power cut (see Sync). The error
 // wraps ErrFailed if the commit failed, ErrInvalid or ErrClosed if the
 // record was refused.
+// Refused returns the error that kept the record out of the journal
+// (invalid, closed, failed), without waiting; nil if it was queued.
+func (p *Pending) Refused() error { return p.err }
+
 func (p *Pending) Wait() error {
 	if p.err != nil {
 		return p.err

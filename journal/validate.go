@@ -34,7 +34,7 @@ var opFields = [opMax]uint32{
 	OpUnlink:      fields(tagParent, tagName),
 	OpRmdir:       fields(tagParent, tagName),
 	OpRename:      fields(tagParent, tagName, tagNewParent, tagNewName, tagFlags),
-	OpData:        fields(tagIno, tagSize, tagKind, tagChunks),
+	OpData:        fields(tagIno, tagSize, tagKind, tagChunks, tagMtime),
 	OpSetattr:     fields(tagIno, tagValid, tagMode, tagUid, tagGid, tagAtime, tagMtime),
 	OpSetxattr:    fields(tagIno, tagXName, tagXValue, tagFlags),
 	OpRemovexattr: fields(tagIno, tagXName),

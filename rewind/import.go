@@ -93,7 +93,8 @@ func (im *Importer) entry(path string, parent uint64, name string, baseDir *tree
 	}
 	key := [2]uint64{st.Dev, st.Ino}
 	if ino, ok := im.links[key]; ok && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return im.apply(&journal.Record{Op: journal.OpLink, Parent: parent, Name: name, Ino: ino, Time: ctime(&st)}, path)
+		// The link keeps the inode's ctime: finish set it already.
+		return im.apply(&journal.Record{Op: journal.OpLink, Parent: parent, Name: name, Ino: ino, Time: im.t.Node(ino).Ctime}, path)
 	}
 	var base *tree.Node
 	if baseDir != nil {

@@ -35,9 +35,10 @@ type Caller struct {
 // wait for the commit: like a kernel file system, an operation is durable
 // once fsync (Sync) returns, and a crash keeps a prefix of the journal.
 type Live struct {
-	mu sync.RWMutex
-	t  *Tree
-	j  Journal
+	mu    sync.RWMutex
+	t     *Tree
+	j     Journal
+	stage *staging // chunks enqueued but not yet committed
 
 	nextIno, inoCeil uint64
 	reserve          func(ceil uint64) error // persists a new inode ceiling
@@ -72,7 +73,8 @@ func NewLive(t *Tree, j Journal, nextIno, ceil uint64, reserve func(uint64) erro
 		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{},
 		now: func() int64 { return time.Now().UnixNano() },
 	}
-	t.OnDrop = l.onDrop
+	l.stage = newStaging(t.store)
+	l.adopt(t)
 	return l
 }
 
@@ -85,11 +87,17 @@ func (l *Live) Tree() *Tree { return l.t }
 // Swap replaces the served tree (a rewind); the caller holds the lock.
 // Pending data of the old tree is discarded with it.
 func (l *Live) Swap(t *Tree) {
-	l.t = t
+	l.adopt(t)
 	l.epoch++
-	t.OnDrop = l.onDrop
 	l.dirty = map[uint64]*Node{}
 	l.pending = 0
+}
+
+// adopt makes t the served tree, reading through the staging overlay.
+func (l *Live) adopt(t *Tree) {
+	l.t = t
+	t.store = l.stage
+	t.OnDrop = l.onDrop
 }
 
 func (l *Live) onDrop(n *Node) {
@@ -129,10 +137,19 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 		r.Time = l.now()
 	}
 	r.Pid, r.Comm = c.Pid, c.Comm
+	if err := r.Validate(); err != nil {
+		return err
+	}
 	if err := l.t.Apply(r); err != nil {
 		return err
 	}
-	l.j.Enqueue(r, blobs)
+	p := l.j.Enqueue(r, blobs)
+	if err := p.Refused(); err != nil {
+		// Applied but not journaled: the tree is ahead of the journal.
+		l.failed = fmt.Errorf("%w: %v", ErrFailed, err)
+		return l.failed
+	}
+	l.stage.hold(blobs, p)
 	return nil
 }
 

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+)
+
+func newStatusCommand() *cobra.Command {
+	var o storeOptions
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [DIR]",
+		Short: "Show the mount, store, head seq, records, objects and store size",
+		Long:  "Show the state of the workspace mounted at DIR (default: around the current directory).\n\n" + exitCodeHelp,
+		Args:  usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			return runStatus(o, dir, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func runStatus(o storeOptions, dir string, asJSON bool) error {
+	store, err := findStore(o, dir)
+	if err != nil {
+		return err
+	}
+	resp, err := daemon.Call(store, daemon.Request{Op: "status"}, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	s := resp.Status
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	fmt.Printf("mount:    %s (project %s, daemon pid %d, up %s)\n", s.Mountpoint, s.Dir, s.Pid, s.Uptime)
+	fmt.Printf("store:    %s\n", s.Store)
+	fmt.Printf("head seq: %d\n", s.HeadSeq)
+	fmt.Printf("records:  %d\n", s.Records)
+	fmt.Printf("objects:  %d (%s)\n", s.Objects, human(s.ObjectBytes))
+	fmt.Printf("size:     %s on disk\n", human(s.StoreBytes))
+	fmt.Printf("inodes:   %d, %s buffered\n", s.Inodes, human(int64(s.Buffered)))
+	return nil
+}
+
+func human(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+)
+
+func newUnmountCommand() *cobra.Command {
+	var o storeOptions
+	cmd := &cobra.Command{
+		Use:   "unmount [DIR]",
+		Short: "Make everything durable, write the live tree back into DIR and unmount",
+		Long: `Unmount the workspace mounted at DIR (default: the one around the current
+directory). Everything is synced, the live tree is written back into the project
+directory (only what changed is rewritten), and the daemon ends.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			return runUnmount(o, dir)
+		},
+	}
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	return cmd
+}
+
+func runUnmount(o storeOptions, dir string) error {
+	store, err := findStore(o, dir)
+	if err != nil {
+		return err
+	}
+	st, err := daemon.Call(store, daemon.Request{Op: "status"}, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	if _, err := daemon.Call(store, daemon.Request{Op: "unmount"}, 0); err != nil {
+		return err
+	}
+	fmt.Printf("unmounted %s; %s holds the live tree\n", st.Status.Mountpoint, st.Status.Dir)
+	return nil
+}

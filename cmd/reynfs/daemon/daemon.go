@@ -1,0 +1,312 @@
+// Package daemon is the reynfs daemon: it opens a workspace's store,
+// recovers or imports the tree, serves it over FUSE, answers the control
+// socket, and on unmount writes the live tree back into the project
+// directory.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/fs"
+	"github.com/reynfs/reynfs/fs/tree"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+// Meta keys of the daemon's bookkeeping in the store.
+const (
+	metaDir       = "dir"       // the project directory this store belongs to
+	metaDirBase   = "dirbase"   // Merkle root the project directory holds
+	metaWriteback = "writeback" // root being written back (crash-safe redo)
+	metaInoCeil   = "inoceil"   // highest inode number reserved
+)
+
+// Config is what a daemon serves.
+type Config struct {
+	Paths
+	Log zerolog.Logger
+	// Progress reports import progress (files, bytes) on a terminal.
+	Progress func(files int, bytes int64)
+	Debug    bool
+}
+
+// Daemon is one served workspace.
+type Daemon struct {
+	cfg  Config
+	log  zerolog.Logger
+	j    *journal.Journal
+	live *tree.Live
+	fs   *fs.FS
+
+	unmountOnce sync.Once
+	done        chan struct{}
+	finalErr    error
+	started     time.Time
+	bootNext    uint64 // inode allocation before Live exists (imports)
+}
+
+// Start opens the store, brings the tree up to date with the project
+// directory and mounts it. It returns once the mount is ready.
+func Start(cfg Config) (*Daemon, error) {
+	d := &Daemon{cfg: cfg, log: cfg.Log, done: make(chan struct{}), started: time.Now()}
+	if err := ClearDeadMount(cfg.Mountpoint); err != nil {
+		return nil, err
+	}
+	j, err := journal.Open(DBPath(cfg.Store), journal.Options{Logger: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	d.j = j
+	t, err := d.prepare()
+	if err != nil {
+		_ = j.Close()
+		return nil, err
+	}
+	ceil, err := d.metaUint(metaInoCeil)
+	if err != nil {
+		_ = j.Close()
+		return nil, err
+	}
+	next := max(ceil+1, t.MaxIno()+1)
+	d.live = tree.NewLive(t, j, next, next-1, func(c uint64) error {
+		return j.SetMeta(metaInoCeil, []byte(strconv.FormatUint(c, 10)))
+	})
+	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store, Debug: cfg.Debug})
+	if err != nil {
+		_ = j.Close()
+		return nil, err
+	}
+	go d.flusher()
+	go func() {
+		d.fs.Wait()
+		d.finish()
+	}()
+	d.log.Info().Str("dir", cfg.Dir).Str("mountpoint", cfg.Mountpoint).Uint64("head", j.Head()).Msg("mounted")
+	return d, nil
+}
+
+// prepare returns the tree to serve: the first import of the project
+// directory, or head, redoing an interrupted write-back and recording
+// changes made to the directory while it was unmounted.
+func (d *Daemon) prepare() (*tree.Tree, error) {
+	store := d.j.Objects()
+	if d.j.Head() == 0 {
+		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
+		t, err := im.Import(d.cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		root, blobs, err := t.Root()
+		if err != nil {
+			return nil, err
+		}
+		g, err := rewind.CommitImport(d.j, root, blobs, d.bootNext, "import "+d.cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		return t, d.setMetas(metaDir, d.cfg.Dir, metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10))
+	}
+	t, err := rewind.Reconstruct(d.j, d.j.Head())
+	if err != nil {
+		return nil, err
+	}
+	if err := d.redoWriteback(); err != nil {
+		return nil, err
+	}
+	base, err := d.dirBase()
+	if err != nil {
+		return nil, err
+	}
+	ceil, err := d.metaUint(metaInoCeil)
+	if err != nil {
+		return nil, err
+	}
+	d.bootNext = max(ceil+1, t.MaxIno()+1)
+	im := &rewind.Importer{Store: store, Base: base, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
+	nt, err := im.Import(d.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	root, blobs, err := nt.Root()
+	if err != nil {
+		return nil, err
+	}
+	baseRoot, _, _ := base.Root()
+	if root == baseRoot {
+		return t, nil // the directory holds what we wrote: serve head
+	}
+	d.log.Info().Msg("project directory changed while unmounted: recording an import generation")
+	g, err := rewind.CommitImport(d.j, root, blobs, d.bootNext, "changes made while unmounted")
+	if err != nil {
+		return nil, err
+	}
+	return nt, d.setMetas(metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10))
+}
+
+// bootAlloc hands out inode numbers during an import, before Live exists.
+func (d *Daemon) bootAlloc() func() (uint64, error) {
+	if d.bootNext < tree.RootIno+1 {
+		d.bootNext = tree.RootIno + 1
+	}
+	return func() (uint64, error) {
+		ino := d.bootNext
+		d.bootNext++
+		return ino, nil
+	}
+}
+
+func (d *Daemon) dirBase() (*tree.Tree, error) {
+	b, err := d.j.GetMeta(metaDirBase)
+	if err != nil {
+		return nil, err
+	}
+	h, err := cas.Parse(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("store meta %s: %w", metaDirBase, err)
+	}
+	return tree.Load(d.j.Objects(), h)
+}
+
+// redoWriteback finishes a write-back a crash interrupted.
+func (d *Daemon) redoWriteback() error {
+	b, err := d.j.GetMeta(metaWriteback)
+	if err != nil || len(b) == 0 {
+		return err
+	}
+	h, err := cas.Parse(string(b))
+	if err != nil {
+		return fmt.Errorf("store meta %s: %w", metaWriteback, err)
+	}
+	t, err := tree.Load(d.j.Objects(), h)
+	if err != nil {
+		return err
+	}
+	d.log.Info().Str("root", h.Short()).Msg("finishing an interrupted write-back")
+	return d.writeback(t, h)
+}
+
+// writeback brings the project directory from dirbase to t, crash-safely:
+// the target is recorded first, so a crash midway is redone on next mount.
+func (d *Daemon) writeback(t *tree.Tree, root cas.Hash) error {
+	base, err := d.dirBase()
+	if err != nil {
+		return err
+	}
+	if err := d.j.SetMeta(metaWriteback, []byte(root.String())); err != nil {
+		return err
+	}
+	if err := rewind.Export(t, base, d.cfg.Dir); err != nil {
+		return fmt.Errorf("write back %s: %w", d.cfg.Dir, err)
+	}
+	return d.setMetas(metaDirBase, root.String(), metaWriteback, "")
+}
+
+func (d *Daemon) setMetas(kv ...string) error {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if err := d.j.SetMeta(kv[i], []byte(kv[i+1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) metaUint(key string) (uint64, error) {
+	b, err := d.j.GetMeta(key)
+	if err != nil || len(b) == 0 {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("store meta %s: %w", key, err)
+	}
+	return v, nil
+}
+
+// flusher journals buffered writes every second, so data written to a file
+// that stays open does not wait for its close.
+func (d *Daemon) flusher() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-tick.C:
+			if err := d.live.FlushAll(tree.Caller{Comm: "reynfs"}); err != nil {
+				d.log.Error().Err(err).Msg("periodic flush")
+			}
+		}
+	}
+}
+
+// Unmount unmounts the file system; finish then writes back and closes.
+// It fails while the mount is busy, and the daemon keeps serving.
+func (d *Daemon) Unmount() error {
+	if err := d.live.Sync(tree.Caller{Comm: "reynfs"}); err != nil {
+		return err
+	}
+	if err := d.fs.Unmount(); err != nil {
+		return fmt.Errorf("unmount %s: %w (is a process still using it?)", d.cfg.Mountpoint, err)
+	}
+	<-d.done
+	return d.finalErr
+}
+
+// finish runs once the mount is gone: a last generation, the write-back
+// into the project directory, and the store closed.
+func (d *Daemon) finish() {
+	d.unmountOnce.Do(func() {
+		defer close(d.done)
+		g, err := rewind.Cut(d.j, d.live, rewind.KindAuto, "unmount")
+		if err == nil {
+			d.live.Lock()
+			t := d.live.Tree()
+			d.live.Unlock()
+			err = d.writeback(t, g.Root)
+		}
+		if cerr := d.j.Close(); err == nil {
+			err = cerr
+		}
+		d.finalErr = err
+		if err != nil {
+			d.log.Error().Err(err).Msg("unmount")
+		} else {
+			d.log.Info().Msg("unmounted and written back")
+		}
+	})
+}
+
+// Done is closed when the daemon has finished.
+func (d *Daemon) Done() <-chan struct{} { return d.done }
+
+// Err is the result of finishing, valid after Done.
+func (d *Daemon) Err() error { return d.finalErr }
+
+// Serve answers the control socket until the daemon finishes or ctx ends
+// (then it unmounts as if asked).
+func (d *Daemon) Serve(ctx context.Context) error {
+	ln, err := listen(SocketPath(d.cfg.Store))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	go d.accept(ln)
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		if err := d.Unmount(); err != nil && !errors.Is(err, context.Canceled) {
+			d.log.Error().Err(err).Msg("unmount on signal")
+			_ = LazyUnmount(d.cfg.Mountpoint)
+			<-d.done
+		}
+	}
+	return d.finalErr
+}

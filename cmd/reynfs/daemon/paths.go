@@ -1,0 +1,104 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrUsage marks bad input: a missing directory, an overlapping store, a
+// mountpoint already in use.
+var ErrUsage = errors.New("usage")
+
+// DefaultStore returns the per-project store for dir under
+// $XDG_DATA_HOME/reynfs (or ~/.local/share/reynfs).
+func DefaultStore(dir string) (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("store: %w", err)
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(base, "reynfs", filepath.Base(dir)+"-"+hex.EncodeToString(sum[:6])), nil
+}
+
+// SocketPath is the control socket of a store's daemon.
+func SocketPath(store string) string { return filepath.Join(store, "control.sock") }
+
+// LogPath is the daemon's log file.
+func LogPath(store string) string { return filepath.Join(store, "reynfs.log") }
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
+// Paths resolves and checks the project directory, mountpoint and store.
+type Paths struct {
+	Dir, Mountpoint, Store string
+}
+
+// Resolve makes the paths absolute and refuses what cannot work: a missing
+// project directory, a store inside the mount or the project (mounting over
+// your own data deadlocks the kernel), a project inside the store.
+func Resolve(dir, at, store string) (Paths, error) {
+	var p Paths
+	abs, err := realDir(dir)
+	if err != nil {
+		return p, err
+	}
+	p.Dir, p.Mountpoint = abs, abs
+	if at != "" {
+		if p.Mountpoint, err = realDir(at); err != nil {
+			return p, err
+		}
+	}
+	if store == "" {
+		if store, err = DefaultStore(p.Dir); err != nil {
+			return p, err
+		}
+	}
+	if p.Store, err = filepath.Abs(store); err != nil {
+		return p, fmt.Errorf("store %s: %w", store, err)
+	}
+	if s, err := filepath.EvalSymlinks(p.Store); err == nil {
+		p.Store = s
+	}
+	for _, d := range []string{p.Dir, p.Mountpoint} {
+		if within(p.Store, d) || within(d, p.Store) {
+			return p, fmt.Errorf("%w: store %s overlaps %s; put the store outside the project and the mount", ErrUsage, p.Store, d)
+		}
+	}
+	if at != "" && (within(p.Mountpoint, p.Dir) || within(p.Dir, p.Mountpoint)) {
+		return p, fmt.Errorf("%w: mountpoint %s overlaps project %s", ErrUsage, p.Mountpoint, p.Dir)
+	}
+	return p, nil
+}
+
+func realDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrUsage, dir, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: no such directory", ErrUsage, dir)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%w: %s: not a directory", ErrUsage, dir)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	return abs, nil
+}
+
+// DBPath is the Badger database inside a store folder.
+func DBPath(store string) string { return filepath.Join(store, "db") }
