@@ -200,4 +200,3 @@ func throttle(f func(int, int64)) func(int, int64) {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
