@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# scripts/install.sh — make this machine ready to build, test and demo reynfs.
+#
+# Idempotent: installs only the Debian packages that are missing (fuse3,
+# sqlite3, git, fio, and gcc/libc6-dev for `go test -race`), checks the Go
+# toolchain, checks /dev/fuse, and builds bin/reynfs. Run it from anywhere in
+# a fresh clone:
+#
+#   bash scripts/install.sh
+#
+# Environment:
+#   REYNFS_SKIP_APT=1   never call apt-get (only report what is missing)
+#   REYNFS_QUIET=1      print less
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+say() { [[ "${REYNFS_QUIET:-}" == 1 ]] || printf 'install: %s\n' "$*"; }
+die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
+
+# --- Debian packages ---------------------------------------------------------
+# package -> a command it provides (empty: check dpkg only)
+PKGS=(fuse3 sqlite3 git fio gcc libc6-dev)
+declare -A CMD_OF=([fuse3]=fusermount3 [sqlite3]=sqlite3 [git]=git [fio]=fio [gcc]=gcc [libc6-dev]=)
+
+have_pkg() {
+	local p=$1 c=${CMD_OF[$1]:-}
+	if [[ -n "$c" ]] && command -v "$c" >/dev/null 2>&1; then return 0; fi
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'
+}
+
+APTLOG="${TMPDIR:-/tmp}/reynfs-install-apt.log"
+missing=()
+for p in "${PKGS[@]}"; do
+	have_pkg "$p" || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+	say "packages: all present (${PKGS[*]})"
+elif [[ "${REYNFS_SKIP_APT:-}" == 1 ]]; then
+	say "packages missing (REYNFS_SKIP_APT=1, not installing): ${missing[*]}"
+elif ! command -v apt-get >/dev/null 2>&1; then
+	die "missing packages ${missing[*]} and no apt-get here; install them with your package manager"
+elif [[ $(id -u) -ne 0 ]]; then
+	if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		say "installing as root via sudo: ${missing[*]}"
+		sudo -n env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	else
+		cat >&2 <<EOF
+install: not root, and these packages are missing: ${missing[*]}
+install: run this once as root, then run the script again:
+
+    sudo apt-get update && sudo apt-get install -y ${missing[*]}
+
+install: (mounting also needs /dev/fuse; as non-root it goes through fusermount3)
+EOF
+		exit 1
+	fi
+else
+	say "installing with apt-get: ${missing[*]} (log: $APTLOG)"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$APTLOG" 2>&1; then
+		tail -n 30 "$APTLOG" >&2
+		die "apt-get failed (full log: $APTLOG)"
+	fi
+fi
+
+# --- Go toolchain -------------------------------------------------------------
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+	export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null 2>&1 || die "no Go toolchain on PATH; install Go $(sed -n 's/^go //p' go.mod) (https://go.dev/dl) to /usr/local/go"
+want=$(sed -n 's/^go //p' go.mod)
+have=$(go env GOVERSION)
+say "go: $have (go.mod wants go $want; older toolchains fetch it via GOTOOLCHAIN)"
+
+# --- /dev/fuse -----------------------------------------------------------------
+if [[ ! -c /dev/fuse ]]; then
+	say "warning: /dev/fuse is missing: mounting will fail (in a container, pass --device /dev/fuse --cap-add SYS_ADMIN)"
+fi
+
+# --- build ---------------------------------------------------------------------
+mkdir -p bin
+say "building bin/reynfs"
+go build -o bin/reynfs ./cmd/reynfs
+say "ok: $ROOT/bin/reynfs"
