@@ -5,6 +5,7 @@ import (
 
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
 )
 
 // Exit codes, one table for every command (documented in the root help).
@@ -27,7 +28,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &coded):
 		return coded.code
-	case errors.Is(err, daemon.ErrUsage), errors.Is(err, errUsage):
+	case errors.Is(err, daemon.ErrUsage), errors.Is(err, errUsage), errors.Is(err, rewind.ErrTarget):
 		return exitUsage
 	case errors.Is(err, journal.ErrLocked):
 		return exitLocked

@@ -40,7 +40,8 @@ journal record with a global sequence number and all content is stored once, by 
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	})
-	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand())
+	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
+		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand())
 	return root
 }
 

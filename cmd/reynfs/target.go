@@ -42,3 +42,11 @@ func findStore(o storeOptions, path string) (string, error) {
 	}
 	return daemon.DefaultStore(abs)
 }
+
+func absPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", errUsage, p, err)
+	}
+	return abs, nil
+}

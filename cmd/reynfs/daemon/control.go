@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/reynfs/reynfs/rewind"
@@ -14,16 +15,29 @@ import (
 
 // Request is one control-socket request: a JSON line.
 type Request struct {
-	Op    string `json:"op"` // status | unmount | checkpoint
-	Label string `json:"label,omitempty"`
-	Kind  string `json:"kind,omitempty"`
+	Op     string `json:"op"` // status unmount checkpoint log diff show export rewind
+	Label  string `json:"label,omitempty"`
+	Kind   string `json:"kind,omitempty"`
+	Target string `json:"target,omitempty"`
+	Other  string `json:"other,omitempty"` // diff: the second state
+	Dir    string `json:"dir,omitempty"`   // export: destination
+	Dry    bool   `json:"dry,omitempty"`
+	All    bool   `json:"all,omitempty"`
+	WAL    bool   `json:"wal,omitempty"`
 }
 
 // Response is the JSON line answering a Request.
 type Response struct {
-	Error      string  `json:"error,omitempty"`
-	Status     *Status `json:"status,omitempty"`
-	Generation *Gen    `json:"generation,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Code       int             `json:"code,omitempty"` // the error's class, see ErrorOf
+	Status     *Status         `json:"status,omitempty"`
+	Generation *Gen            `json:"generation,omitempty"`
+	Log        *LogResult      `json:"log,omitempty"`
+	Changes    []rewind.Change `json:"changes,omitempty"`
+	Rewind     *rewind.Result  `json:"rewind,omitempty"`
+	Record     *RecordLine     `json:"record,omitempty"`
+	Gen        *LogEntry       `json:"gen,omitempty"`
+	Seq        uint64          `json:"seq,omitempty"`
 }
 
 // Status describes a running daemon.
@@ -75,13 +89,15 @@ func (d *Daemon) handle(c net.Conn) {
 	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
 		return
 	}
-	var resp Response
+	var resp *Response
 	switch req.Op {
 	case "status":
+		resp = &Response{}
 		st, err := d.Status()
 		resp.Status = st
-		setErr(&resp, err)
+		setErr(resp, err)
 	case "checkpoint":
+		resp = &Response{}
 		kind := req.Kind
 		if kind == "" {
 			kind = rewind.KindManual
@@ -90,19 +106,75 @@ func (d *Daemon) handle(c net.Conn) {
 		if err == nil {
 			resp.Generation = &Gen{Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}
 		}
-		setErr(&resp, err)
+		setErr(resp, err)
 	case "unmount":
-		setErr(&resp, d.Unmount())
+		resp = &Response{}
+		setErr(resp, d.Unmount())
 	default:
-		resp.Error = fmt.Sprintf("unknown request %q", req.Op)
+		resp = Handle(d.svc, req)
 	}
-	_ = json.NewEncoder(c).Encode(&resp)
+	_ = json.NewEncoder(c).Encode(resp)
+}
+
+// Handle answers the requests a Service serves (mounted or not).
+func Handle(s *Service, req Request) *Response {
+	resp := &Response{}
+	var err error
+	switch req.Op {
+	case "log":
+		resp.Log, err = s.Log(req.All, req.WAL)
+	case "diff":
+		resp.Changes, err = s.Diff(req.Target, req.Other)
+	case "show":
+		resp.Record, resp.Gen, err = s.Show(req.Target)
+	case "export":
+		resp.Seq, err = s.Export(req.Target, req.Dir)
+	case "rewind":
+		resp.Rewind, err = s.Rewind(req.Target, req.Dry)
+	default:
+		err = fmt.Errorf("%w: unknown request %q", ErrUsage, req.Op)
+	}
+	setErr(resp, err)
+	return resp
 }
 
 func setErr(r *Response, err error) {
 	if err != nil {
 		r.Error = err.Error()
+		r.Code = codeOf(err)
 	}
+}
+
+// Error classes carried over the socket, so the CLI exits as it would
+// have for the same error in-process.
+const (
+	codeFailure = iota + 1
+	codeUsage
+	codeTarget
+)
+
+func codeOf(err error) int {
+	switch {
+	case errors.Is(err, ErrUsage):
+		return codeUsage
+	case errors.Is(err, rewind.ErrTarget):
+		return codeTarget
+	}
+	return codeFailure
+}
+
+// ErrorOf rebuilds an error answered over the socket with its class.
+func ErrorOf(r *Response) error {
+	if r.Error == "" {
+		return nil
+	}
+	switch r.Code {
+	case codeUsage:
+		return fmt.Errorf("%w: %s", ErrUsage, strings.TrimPrefix(r.Error, "usage: "))
+	case codeTarget:
+		return fmt.Errorf("%w: %s", rewind.ErrTarget, strings.TrimPrefix(r.Error, "bad target: "))
+	}
+	return errors.New(r.Error)
 }
 
 // Status reports the daemon's state.
@@ -141,8 +213,5 @@ func Call(store string, req Request, timeout time.Duration) (*Response, error) {
 	if err := json.NewDecoder(c).Decode(&resp); err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	if resp.Error != "" {
-		return &resp, errors.New(resp.Error)
-	}
-	return &resp, nil
+	return &resp, ErrorOf(&resp)
 }

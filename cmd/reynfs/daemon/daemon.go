@@ -45,6 +45,7 @@ type Daemon struct {
 	j    *journal.Journal
 	live *tree.Live
 	fs   *fs.FS
+	svc  *Service
 
 	unmountOnce sync.Once
 	done        chan struct{}
@@ -84,6 +85,8 @@ func Start(cfg Config) (*Daemon, error) {
 		_ = j.Close()
 		return nil, err
 	}
+	rw := &rewind.Rewinder{J: j, Live: d.live, Inv: d.fs}
+	d.svc = &Service{J: j, Live: d.live, RW: rw}
 	go d.flusher()
 	go func() {
 		d.fs.Wait()

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+)
+
+func newDiffCommand() *cobra.Command {
+	var o storeOptions
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "diff A [B]",
+		Short: "List what changed between two retained points (B defaults to the live tree)",
+		Long:  "A and B are seqs, generation ids (g3), -N or labels; B defaults to the live tree.\n\n" + exitCodeHelp,
+		Args:  usageArgs(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := daemon.Request{Op: "diff", Target: args[0]}
+			if len(args) == 2 {
+				req.Other = args[1]
+			}
+			resp, err := call(o, dir, req)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(resp.Changes)
+			}
+			for _, c := range resp.Changes {
+				fmt.Printf("%c\t%s\n", map[string]byte{"added": 'A', "modified": 'M', "removed": 'D'}[c.Kind], c.Path)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	return cmd
+}
+
+func newShowCommand() *cobra.Command {
+	var o storeOptions
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show X",
+		Short: "Describe one generation or record",
+		Long:  "X is a seq, a generation id (g3), -N or a label.\n\n" + exitCodeHelp,
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resp, err := call(o, dir, daemon.Request{Op: "show", Target: args[0]})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(resp)
+			}
+			r := resp.Record
+			fmt.Printf("seq %d  %s  %s  %s[%d]\n  %s\n", r.Seq, r.Time.Local().Format("2006-01-02 15:04:05.000"), r.Op, r.Comm, r.Pid, r.What)
+			if g := resp.Gen; g != nil {
+				fmt.Printf("generation g%d (%s) %q root %s\n  since seq %d: +%d added, ~%d modified, -%d removed; on the current path: %v\n",
+					g.ID, g.Kind, g.Label, g.Root[:12], g.Parent, g.Changed.Added, g.Changed.Modified, g.Changed.Removed, g.Active)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	return cmd
+}
+
+func newExportCommand() *cobra.Command {
+	var o storeOptions
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "export X DIR",
+		Short: "Materialize a retained point as an ordinary directory",
+		Long:  "X is a seq, a generation id (g3), -N, a label or 'live'. DIR must be empty or missing.\n\n" + exitCodeHelp,
+		Args:  usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dest, err := absPath(args[1])
+			if err != nil {
+				return err
+			}
+			resp, err := call(o, dir, daemon.Request{Op: "export", Target: args[0], Dir: dest})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("exported seq %d to %s\n", resp.Seq, dest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	return cmd
+}

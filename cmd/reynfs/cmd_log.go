@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+)
+
+func newLogCommand() *cobra.Command {
+	var o storeOptions
+	var dir string
+	var all, wal, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "log [--all] [--wal] [--json]",
+		Short: "Show the timeline of generations, newest first",
+		Long: `Show the generations of the workspace around the current directory (or --dir):
+id, seq, kind, label, time and what changed since the previous generation on its path.
+--wal also lists the journal records between generations, with the process that made
+each; --all includes inactive branches (abandoned by rewinds) and lists them.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resp, err := call(o, dir, daemon.Request{Op: "log", All: all, WAL: wal})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(resp.Log)
+			}
+			printLog(resp.Log, all)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "include inactive branches")
+	cmd.Flags().BoolVar(&wal, "wal", false, "list the records between generations")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	return cmd
+}
+
+func printLog(l *daemon.LogResult, all bool) {
+	fmt.Printf("head seq %d\n", l.Head)
+	for _, g := range l.Gens {
+		mark := "*"
+		if !g.Active {
+			mark = " " // on an inactive branch
+		}
+		label := g.Label
+		if label != "" {
+			label = fmt.Sprintf("%q", label)
+		}
+		fmt.Printf("%s g%-4d seq %-8d %-9s %s  +%d ~%d -%d  %s\n", mark, g.ID, g.Seq, g.Kind,
+			g.Time.Local().Format(time.DateTime), g.Changed.Added, g.Changed.Modified, g.Changed.Removed, label)
+		for _, r := range g.Records {
+			who := r.Comm
+			if r.Pid != 0 {
+				who = fmt.Sprintf("%s[%d]", r.Comm, r.Pid)
+			}
+			fmt.Printf("      seq %-8d %-11s %s  %s\n", r.Seq, r.Op, r.What, who)
+		}
+	}
+	if all && len(l.Branches) > 0 {
+		fmt.Println("branches (abandoned by rewinds; rewind to a seq inside one to check it out):")
+		for _, b := range l.Branches {
+			state := "inactive"
+			if b.Active {
+				state = "restored"
+			}
+			if b.From > b.To {
+				fmt.Printf("  reset at seq %d to seq %d: abandoned nothing\n", b.Reset, b.Target)
+				continue
+			}
+			fmt.Printf("  reset at seq %d to seq %d: seqs %d..%d %s\n", b.Reset, b.Target, b.From, b.To, state)
+		}
+	}
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

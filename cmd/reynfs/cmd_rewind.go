@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+func newRewindCommand() *cobra.Command {
+	var o storeOptions
+	var dir string
+	var dry, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "rewind TARGET [--dry-run]",
+		Short: "Move the whole workspace back to a retained point (append-only)",
+		Long: `Rewind the workspace around the current directory (or --dir) to TARGET: a seq, a
+generation id (g3), -N (N generations back on the current path) or a label. A reset
+record is appended and synced first; nothing is deleted: the abandoned future stays
+as an inactive branch ('reynfs log --all'), and rewinding to the seq just before the
+reset record restores it. Handles opened before the rewind fail with ESTALE.
+On an unmounted store the store is rewound and the next mount shows the result.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resp, err := call(o, dir, daemon.Request{Op: "rewind", Target: args[0], Dry: dry})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(resp.Rewind)
+			}
+			printRewind(resp.Rewind, dry)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would change, change nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	return cmd
+}
+
+func printRewind(r *rewind.Result, dry bool) {
+	verb := "rewound"
+	if dry {
+		verb = "would rewind"
+	}
+	fmt.Printf("%s to seq %d", verb, r.Target)
+	if r.Reset != 0 {
+		fmt.Printf(" (reset record at seq %d; undo with 'reynfs rewind %d')", r.Reset, r.Reset-1)
+	}
+	fmt.Printf(" in %s\n", r.Took.Round(10_000))
+	s := r.Summary
+	fmt.Printf("  %d restored (added back), %d changed, %d removed\n", s.Added, s.Modified, s.Removed)
+	for i, c := range r.Changes {
+		if i == 20 {
+			fmt.Printf("  ... and %d more\n", len(r.Changes)-20)
+			break
+		}
+		fmt.Printf("  %-8s %s\n", c.Kind, c.Path)
+	}
+	fmt.Println("not reverted: running processes and their memory, network requests, files outside the mount")
+}

@@ -1,0 +1,278 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/fs/tree"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+// Service answers the inspect and rewind commands against one store: the
+// daemon serves it over the control socket, and the CLI runs it directly
+// on a store no daemon holds.
+type Service struct {
+	J    *journal.Journal
+	Live *tree.Live       // nil when not mounted
+	RW   *rewind.Rewinder // nil when not mounted
+}
+
+// LogEntry is one generation of the timeline.
+type LogEntry struct {
+	ID       int            `json:"id"`
+	Seq      uint64         `json:"seq"`
+	Kind     string         `json:"kind"`
+	Label    string         `json:"label"`
+	Time     time.Time      `json:"time"`
+	Root     string         `json:"root"`
+	Active   bool           `json:"active"` // on the path of the current state
+	Changed  rewind.Summary `json:"changed"`
+	Parent   uint64         `json:"parent_seq"` // previous generation on its own path
+	Records  []RecordLine   `json:"records,omitempty"`
+	IsLatest bool           `json:"-"`
+}
+
+// RecordLine is one journal record for people.
+type RecordLine struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Op   string    `json:"op"`
+	What string    `json:"what"`
+	Pid  uint32    `json:"pid,omitempty"`
+	Comm string    `json:"comm,omitempty"`
+}
+
+// Branch is an abandoned segment: records Seqs From..To left by the reset at Reset.
+type Branch struct {
+	Reset  uint64 `json:"reset_seq"`
+	Target uint64 `json:"target_seq"`
+	From   uint64 `json:"from_seq"`
+	To     uint64 `json:"to_seq"`
+	Active bool   `json:"active"`
+}
+
+// LogResult is the timeline, newest first.
+type LogResult struct {
+	Head     uint64     `json:"head_seq"`
+	Gens     []LogEntry `json:"generations"`
+	Branches []Branch   `json:"branches,omitempty"`
+}
+
+// Log lists the generations newest first; all includes those on inactive
+// branches, wal the records after each generation up to the next one.
+func (s *Service) Log(all, wal bool) (*LogResult, error) {
+	gens, err := rewind.Timeline(s.J)
+	if err != nil {
+		return nil, err
+	}
+	path, err := s.J.Path()
+	if err != nil {
+		return nil, err
+	}
+	head := s.J.Head()
+	res := &LogResult{Head: head}
+	for i, g := range gens {
+		e := LogEntry{ID: g.ID, Seq: g.Rec.Seq, Kind: g.Rec.GenKind, Label: g.Rec.Label,
+			Time: time.Unix(0, g.Rec.Time), Root: g.Rec.Root.String(), Active: path.OnPath(g.Rec.Seq, head)}
+		if !all && !e.Active {
+			continue
+		}
+		for k := i - 1; k >= 0; k-- { // previous generation on this one's path
+			if path.OnPath(gens[k].Rec.Seq, g.Rec.Seq) {
+				e.Parent = gens[k].Rec.Seq
+				cs, err := rewind.DiffRoots(s.J.Objects(), gens[k].Rec.Root, g.Rec.Root)
+				if err != nil {
+					return nil, err
+				}
+				e.Changed = rewind.Summarize(cs)
+				break
+			}
+		}
+		if wal {
+			next := head
+			if i+1 < len(gens) {
+				next = gens[i+1].Rec.Seq - 1
+			}
+			if e.Records, err = s.records(path, g.Rec.Seq+1, next, head, all); err != nil {
+				return nil, err
+			}
+		}
+		res.Gens = append(res.Gens, e)
+	}
+	for l, r := 0, len(res.Gens)-1; l < r; l, r = l+1, r-1 {
+		res.Gens[l], res.Gens[r] = res.Gens[r], res.Gens[l]
+	}
+	if all {
+		resets, err := s.J.Resets()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resets {
+			res.Branches = append(res.Branches, Branch{Reset: r.Seq, Target: r.ResetTo, From: r.ResetTo + 1, To: r.Seq - 1,
+				Active: path.OnPath(r.Seq-1, head)})
+		}
+	}
+	return res, nil
+}
+
+func (s *Service) records(path *journal.Path, from, to, head uint64, all bool) ([]RecordLine, error) {
+	var out []RecordLine
+	err := s.J.Iter(from, func(r *journal.Record) error {
+		if r.Seq > to {
+			return errDone
+		}
+		if !all && !path.OnPath(r.Seq, head) {
+			return nil
+		}
+		out = append(out, RecordLine{Seq: r.Seq, Time: time.Unix(0, r.Time), Op: r.Op.String(), What: describe(r), Pid: r.Pid, Comm: r.Comm})
+		return nil
+	})
+	if errors.Is(err, errDone) {
+		err = nil
+	}
+	return out, err
+}
+
+var errDone = errors.New("done")
+
+// describe says what a record did, briefly.
+func describe(r *journal.Record) string {
+	switch r.Op {
+	case journal.OpCreate, journal.OpMkdir, journal.OpLink:
+		return fmt.Sprintf("%q in dir %d (inode %d)", r.Name, r.Parent, r.Ino)
+	case journal.OpSymlink:
+		return fmt.Sprintf("%q -> %q in dir %d (inode %d)", r.Name, r.Target, r.Parent, r.Ino)
+	case journal.OpUnlink, journal.OpRmdir:
+		return fmt.Sprintf("%q in dir %d", r.Name, r.Parent)
+	case journal.OpRename:
+		return fmt.Sprintf("%q in dir %d -> %q in dir %d", r.Name, r.Parent, r.NewName, r.NewParent)
+	case journal.OpData:
+		kind := [...]string{"write", "truncate", "fallocate", "copy"}[min(int(r.Kind), 3)]
+		return fmt.Sprintf("%s inode %d: size %d, %d chunks", kind, r.Ino, r.Size, len(r.Chunks))
+	case journal.OpSetattr:
+		return fmt.Sprintf("inode %d mode %o uid %d gid %d", r.Ino, r.Mode, r.Uid, r.Gid)
+	case journal.OpSetxattr, journal.OpRemovexattr:
+		return fmt.Sprintf("inode %d %s", r.Ino, r.XName)
+	case journal.OpGeneration:
+		return fmt.Sprintf("%s %q root %s", r.GenKind, r.Label, r.Root.Short())
+	case journal.OpReset:
+		return fmt.Sprintf("to seq %d (supersedes %d)", r.ResetTo, r.Supersedes)
+	case journal.OpImport:
+		return fmt.Sprintf("%q root %s", r.Label, r.Root.Short())
+	}
+	return ""
+}
+
+// state returns the root hash of a target (a seq, gN, -N, label or "live"/"")
+// and a store that can read it.
+func (s *Service) state(target string) (cas.Hash, cas.Store, uint64, error) {
+	if (target == "" || target == "live") && s.Live != nil {
+		s.Live.Lock()
+		defer s.Live.Unlock()
+		if err := s.Live.FlushAllLocked(tree.Caller{Comm: "reynfs"}); err != nil {
+			return cas.Hash{}, nil, 0, err
+		}
+		root, blobs, err := s.Live.Tree().Root()
+		if err != nil {
+			return cas.Hash{}, nil, 0, err
+		}
+		return root, rewind.NewOverlay(s.J.Objects(), blobs), s.J.Head(), nil
+	}
+	if target == "" || target == "live" {
+		target = fmt.Sprint(s.J.Head())
+	}
+	seq, err := rewind.Resolve(s.J, target)
+	if err != nil {
+		return cas.Hash{}, nil, 0, err
+	}
+	t, err := rewind.Reconstruct(s.J, seq)
+	if err != nil {
+		return cas.Hash{}, nil, 0, err
+	}
+	root, blobs, err := t.Root()
+	if err != nil {
+		return cas.Hash{}, nil, 0, err
+	}
+	return root, rewind.NewOverlay(s.J.Objects(), blobs), seq, nil
+}
+
+// Diff lists what changed from a to b (b empty: the live tree).
+func (s *Service) Diff(a, b string) ([]rewind.Change, error) {
+	ra, sa, _, err := s.state(a)
+	if err != nil {
+		return nil, err
+	}
+	rb, sb, _, err := s.state(b)
+	if err != nil {
+		return nil, err
+	}
+	ov := rewind.NewOverlay(sa)
+	if o, ok := sb.(*rewind.Overlay); ok {
+		ov = rewind.NewOverlay(sa, o.Blobs())
+	}
+	return rewind.DiffRoots(ov, ra, rb)
+}
+
+// Export materializes a retained point as an ordinary directory.
+func (s *Service) Export(target, dir string) (uint64, error) {
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return 0, fmt.Errorf("%w: export into %s: directory is not empty", ErrUsage, dir)
+	}
+	if target == "" || target == "live" {
+		target = fmt.Sprint(s.J.Head())
+	}
+	seq, err := rewind.Resolve(s.J, target)
+	if err != nil {
+		return 0, err
+	}
+	t, err := rewind.Reconstruct(s.J, seq)
+	if err != nil {
+		return 0, err
+	}
+	if _, _, err := t.Root(); err != nil {
+		return 0, err
+	}
+	return seq, rewind.Export(t, nil, dir)
+}
+
+// Rewind moves the workspace (or the unmounted store) to target.
+func (s *Service) Rewind(target string, dry bool) (*rewind.Result, error) {
+	seq, err := rewind.Resolve(s.J, target)
+	if err != nil {
+		return nil, err
+	}
+	if s.RW != nil {
+		return s.RW.Rewind(seq, dry)
+	}
+	return rewind.RewindStore(s.J, seq, dry)
+}
+
+// Show describes one generation or record.
+func (s *Service) Show(target string) (*RecordLine, *LogEntry, error) {
+	seq, err := rewind.Resolve(s.J, target)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := s.J.Get(seq)
+	if err != nil {
+		return nil, nil, err
+	}
+	line := &RecordLine{Seq: r.Seq, Time: time.Unix(0, r.Time), Op: r.Op.String(), What: describe(r), Pid: r.Pid, Comm: r.Comm}
+	if r.Op != journal.OpGeneration {
+		return line, nil, nil
+	}
+	lr, err := s.Log(true, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range lr.Gens {
+		if lr.Gens[i].Seq == seq {
+			return line, &lr.Gens[i], nil
+		}
+	}
+	return line, nil, nil
+}

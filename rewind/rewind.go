@@ -1,0 +1,145 @@
+package rewind
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/fs/tree"
+	"github.com/reynfs/reynfs/journal"
+)
+
+// Invalidator is what a rewind needs of the mounted file system: telling
+// the kernel to drop cached attributes, pages and directory entries. It is
+// called after the swap, outside every lock and every FUSE handler.
+type Invalidator interface {
+	InvalidateInode(ino uint64)
+	InvalidateEntry(parent uint64, name string)
+}
+
+// Result says what a rewind did (or, dry, would do).
+type Result struct {
+	Reset   uint64   `json:"reset_seq,omitempty"` // the reset record; 0 on a dry run
+	Target  uint64   `json:"target_seq"`
+	Root    cas.Hash `json:"-"`
+	Changes []Change `json:"changes"`
+	Summary Summary  `json:"summary"`
+	Took    time.Duration
+}
+
+// FaultEnv names the environment variable that makes the daemon die at a
+// chosen point of a rewind (tests use it): after-reset, mid-swap, after-swap.
+const FaultEnv = "REYNFS_FAULT"
+
+func fault(point string) {
+	if os.Getenv(FaultEnv) == point {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // wait for the signal
+	}
+}
+
+// Rewinder serializes rewinds of one live tree.
+type Rewinder struct {
+	mu   sync.Mutex
+	J    *journal.Journal
+	Live *tree.Live
+	Inv  Invalidator // nil when nothing is mounted
+}
+
+// Rewind moves the live workspace to the state at seq target: it journals
+// buffered writes, appends and syncs the reset record {target, supersedes}
+// before anything else changes, reconstructs the target state, swaps it
+// in, cuts a generation of kind rewind, and then invalidates the kernel's
+// caches of what changed. Open handles from before become stale.
+func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
+	if !rw.mu.TryLock() {
+		return nil, fmt.Errorf("%w: another rewind is running", ErrTarget)
+	}
+	defer rw.mu.Unlock()
+	start := time.Now()
+	j, live := rw.J, rw.Live
+	res := &Result{Target: target}
+
+	live.Lock()
+	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
+		live.Unlock()
+		return nil, err
+	}
+	if err := j.Sync(); err != nil { // replay reads committed records only
+		live.Unlock()
+		return nil, err
+	}
+	oldRoot, oldBlobs, err := live.Tree().Root()
+	if err != nil {
+		live.Unlock()
+		return nil, err
+	}
+	nt, err := Reconstruct(j, target)
+	if err != nil {
+		live.Unlock()
+		return nil, err
+	}
+	newRoot, newBlobs, err := nt.Root()
+	if err != nil {
+		live.Unlock()
+		return nil, err
+	}
+	ov := NewOverlay(j.Objects(), oldBlobs, newBlobs)
+	if res.Changes, err = DiffRoots(ov, oldRoot, newRoot); err != nil {
+		live.Unlock()
+		return nil, err
+	}
+	res.Summary, res.Root = Summarize(res.Changes), newRoot
+	if dry {
+		live.Unlock()
+		res.Took = time.Since(start)
+		return res, nil
+	}
+	path, err := j.Path()
+	if err != nil {
+		live.Unlock()
+		return nil, err
+	}
+	now := time.Now().UnixNano()
+	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
+	j.Enqueue(reset, oldBlobs) // the abandoned state's objects stay reachable
+	if err := j.Sync(); err != nil {
+		live.Unlock()
+		return nil, fmt.Errorf("rewind: reset record: %w", err)
+	}
+	res.Reset = reset.Seq
+	fault("after-reset")
+	g := &journal.Record{Op: journal.OpGeneration, Time: now, GenKind: KindRewind,
+		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: live.NextInoLocked()}
+	j.Enqueue(g, newBlobs)
+	fault("mid-swap")
+	live.Swap(nt)
+	err = j.Sync()
+	live.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("rewind: %w", err)
+	}
+	fault("after-swap")
+	if err := indexGeneration(j, g.Seq); err != nil {
+		return nil, err
+	}
+	rw.invalidate(res.Changes)
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+func (rw *Rewinder) invalidate(cs []Change) {
+	if rw.Inv == nil {
+		return
+	}
+	for _, c := range cs {
+		if c.entry {
+			rw.Inv.InvalidateEntry(c.par, c.name)
+		}
+		rw.Inv.InvalidateInode(c.Ino)
+	}
+	rw.Inv.InvalidateInode(tree.RootIno)
+}

@@ -1,0 +1,117 @@
+package rewind
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/reynfs/reynfs/journal"
+)
+
+// ErrTarget: a rewind or view target that is malformed, unknown or older
+// than the store retains.
+var ErrTarget = errors.New("bad target")
+
+// Gen is one generation as the timeline shows it.
+type Gen struct {
+	ID  int // 1-based position in the index: g1, g2, ...
+	Rec *journal.Record
+}
+
+// Timeline lists every indexed generation, oldest first.
+func Timeline(j *journal.Journal) ([]Gen, error) {
+	seqs, err := Generations(j)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Gen, 0, len(seqs))
+	for i, s := range seqs {
+		r, err := j.Get(s)
+		if err != nil {
+			return nil, fmt.Errorf("generation at seq %d: %w", s, err)
+		}
+		out = append(out, Gen{ID: i + 1, Rec: r})
+	}
+	return out, nil
+}
+
+// Resolve turns a target into a seq: a number is a seq, gN a generation
+// id, -N the generation N back on the current path (counting the newest
+// as -1... the one before the current state), anything else the newest
+// generation on the current path with that label. Targets must be retained
+// (1 ≤ seq ≤ head).
+func Resolve(j *journal.Journal, target string) (uint64, error) {
+	head := j.Head()
+	check := func(seq uint64) (uint64, error) {
+		if seq == 0 {
+			return 0, fmt.Errorf("%w: seq 0 is older than what the store retains (first seq is 1)", ErrTarget)
+		}
+		if seq > head {
+			return 0, fmt.Errorf("%w: seq %d is past head (%d)", ErrTarget, seq, head)
+		}
+		return seq, nil
+	}
+	if target == "" {
+		return 0, fmt.Errorf("%w: empty target", ErrTarget)
+	}
+	if n, err := strconv.ParseUint(target, 10, 64); err == nil {
+		return check(n)
+	}
+	gens, err := Timeline(j)
+	if err != nil {
+		return 0, err
+	}
+	if rest, ok := strings.CutPrefix(target, "g"); ok {
+		if id, err := strconv.Atoi(rest); err == nil {
+			if id < 1 || id > len(gens) {
+				return 0, fmt.Errorf("%w: no generation g%d (there are %d)", ErrTarget, id, len(gens))
+			}
+			return check(gens[id-1].Rec.Seq)
+		}
+	}
+	path, err := j.Path()
+	if err != nil {
+		return 0, err
+	}
+	live := onLivePath(gens, path, head)
+	if rest, ok := strings.CutPrefix(target, "-"); ok {
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%w: %q: want -N with N ≥ 1", ErrTarget, target)
+		}
+		// -1 is the newest generation before head's own state.
+		var back []Gen
+		for i := len(live) - 1; i >= 0; i-- {
+			if live[i].Rec.Seq < head || len(back) > 0 {
+				back = append(back, live[i])
+			}
+		}
+		if n > len(back) {
+			return 0, fmt.Errorf("%w: %s: only %d generations back on the current path", ErrTarget, target, len(back))
+		}
+		return check(back[n-1].Rec.Seq)
+	}
+	for i := len(live) - 1; i >= 0; i-- {
+		if live[i].Rec.Label == target {
+			return check(live[i].Rec.Seq)
+		}
+	}
+	for i := len(gens) - 1; i >= 0; i-- {
+		if gens[i].Rec.Label == target {
+			return check(gens[i].Rec.Seq)
+		}
+	}
+	return 0, fmt.Errorf("%w: %q is not a seq, a generation id (gN), -N or a label", ErrTarget, target)
+}
+
+// onLivePath keeps the generations that belong to the state at head.
+func onLivePath(gens []Gen, path *journal.Path, head uint64) []Gen {
+	var out []Gen
+	for _, g := range gens {
+		if path.OnPath(g.Rec.Seq, head) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
