@@ -7,7 +7,11 @@ import (
 )
 
 func (f *FS) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	ents, parent, err := f.live.Readdir(in.NodeId)
+	list := f.live.Readdir
+	if isView(in.NodeId) && f.views != nil {
+		list = f.views.readdir
+	}
+	ents, parent, err := list(in.NodeId)
 	if err != nil {
 		return f.status("opendir", err)
 	}
@@ -58,7 +62,11 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.St
 		if off < 2 {
 			continue // no lookup for "." and ".."
 		}
-		st, err := f.live.GetAttr(e.Ino)
+		get := f.live.GetAttr
+		if isView(e.Ino) && f.views != nil {
+			get = f.views.stat
+		}
+		st, err := get(e.Ino)
 		if err != nil {
 			*eo = fuse.EntryOut{} // gone since opendir: the kernel skips it
 			continue
@@ -71,5 +79,8 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.St
 func (f *FS) ReleaseDir(in *fuse.ReleaseIn) { f.dropHandle(in.Fh) }
 
 func (f *FS) FsyncDir(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	if isView(in.NodeId) {
+		return fuse.OK
+	}
 	return f.status("fsyncdir", f.live.Fsync(f.caller(&in.InHeader), in.NodeId))
 }

@@ -51,6 +51,9 @@ func (f *FS) dropHandle(fh uint64) *handle {
 const openFlags = fuse.FOPEN_KEEP_CACHE
 
 func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	if readOnly(in.NodeId, name) {
+		return fuse.EROFS
+	}
 	c := f.caller(&in.InHeader)
 	st, err := f.live.Create(c, in.NodeId, name, in.Mode|syscall.S_IFREG, 0)
 	if errors.Is(err, tree.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
@@ -72,6 +75,17 @@ func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse
 }
 
 func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if isView(in.NodeId) {
+		if in.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+			return fuse.EROFS
+		}
+		out.Fh = f.newHandle(in.NodeId, 0)
+		out.OpenFlags = openFlags
+		if in.NodeId == viewTimelne {
+			out.OpenFlags = fuse.FOPEN_DIRECT_IO // it grows with every generation
+		}
+		return fuse.OK
+	}
 	a, err := f.live.Open(in.NodeId)
 	if err != nil {
 		return f.status("open", err)
@@ -86,7 +100,11 @@ func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.St
 }
 
 func (f *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	n, err := f.live.ReadAt(in.NodeId, buf[:min(len(buf), int(in.Size))], in.Offset)
+	read := f.live.ReadAt
+	if isView(in.NodeId) && f.views != nil {
+		read = f.views.read
+	}
+	n, err := read(in.NodeId, buf[:min(len(buf), int(in.Size))], in.Offset)
 	if err != nil {
 		return nil, f.status("read", err)
 	}
@@ -106,6 +124,9 @@ func (f *FS) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fu
 }
 
 func (f *FS) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	if isView(in.NodeId) {
+		return fuse.OK
+	}
 	if h := f.handle(in.Fh); h == nil || h.stale() {
 		return fuse.OK // nothing of a discarded future is journaled
 	}
@@ -117,6 +138,9 @@ func (f *FS) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 }
 
 func (f *FS) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	if isView(in.NodeId) {
+		return fuse.OK
+	}
 	if h := f.handle(in.Fh); h != nil && h.stale() {
 		return fuse.Status(syscall.ESTALE)
 	}
@@ -124,12 +148,15 @@ func (f *FS) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 }
 
 func (f *FS) Release(_ <-chan struct{}, in *fuse.ReleaseIn) {
-	if h := f.dropHandle(in.Fh); h != nil {
+	if h := f.dropHandle(in.Fh); h != nil && !isView(h.ino) {
 		f.live.Release(h.ino)
 	}
 }
 
 func (f *FS) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	if isView(in.NodeId) {
+		return fuse.EROFS
+	}
 	if h := f.handle(in.Fh); h == nil || h.stale() {
 		return fuse.Status(syscall.ESTALE)
 	}

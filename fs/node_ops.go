@@ -14,6 +14,15 @@ import (
 // grows), so the kernel's node id and our inode number can be one.
 
 func (f *FS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if f.views != nil && (isView(h.NodeId) || h.NodeId == tree.RootIno && name == ViewDir) {
+		parent := h.NodeId
+		if !isView(parent) {
+			st, err := f.views.stat(viewRoot)
+			return f.viewEntry(st, err, out)
+		}
+		st, err := f.views.lookup(parent, name)
+		return f.viewEntry(st, err, out)
+	}
 	st, err := f.live.Lookup(h.NodeId, name)
 	if errors.Is(err, tree.ErrNotExist) {
 		// A negative entry the kernel may cache: every create goes
@@ -32,7 +41,11 @@ func (f *FS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.
 func (f *FS) Forget(nodeid, nlookup uint64) {}
 
 func (f *FS) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	st, err := f.live.GetAttr(in.NodeId)
+	get := f.live.GetAttr
+	if isView(in.NodeId) && f.views != nil {
+		get = f.views.stat
+	}
+	st, err := get(in.NodeId)
 	if err != nil {
 		return f.status("getattr", err)
 	}
@@ -41,6 +54,9 @@ func (f *FS) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) f
 }
 
 func (f *FS) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if isView(in.NodeId) {
+		return fuse.EROFS
+	}
 	var sa tree.SetAttrIn
 	if m, ok := in.GetMode(); ok {
 		sa.Valid |= journal.SetMode
@@ -86,41 +102,66 @@ func (f *FS) entry(op string, st tree.Stat, err error, out *fuse.EntryOut) fuse.
 }
 
 func (f *FS) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	if readOnly(in.NodeId, name) {
+		return fuse.EROFS
+	}
 	// The kernel has applied the caller's umask already: store the mode as received.
 	st, err := f.live.Create(f.caller(&in.InHeader), in.NodeId, name, in.Mode, in.Rdev)
 	return f.entry("mknod", st, err, out)
 }
 
 func (f *FS) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	if readOnly(in.NodeId, name) {
+		return fuse.EROFS
+	}
 	st, err := f.live.Mkdir(f.caller(&in.InHeader), in.NodeId, name, in.Mode)
 	return f.entry("mkdir", st, err, out)
 }
 
 func (f *FS) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	if readOnly(h.NodeId, name) {
+		return fuse.EROFS
+	}
 	st, err := f.live.Symlink(f.caller(h), h.NodeId, name, target)
 	return f.entry("symlink", st, err, out)
 }
 
 func (f *FS) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	if readOnly(in.NodeId, name) || isView(in.Oldnodeid) {
+		return fuse.EROFS
+	}
 	st, err := f.live.Link(f.caller(&in.InHeader), in.Oldnodeid, in.NodeId, name)
 	return f.entry("link", st, err, out)
 }
 
 func (f *FS) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	if readOnly(h.NodeId, name) {
+		return fuse.EROFS
+	}
 	return f.status("unlink", f.live.Unlink(f.caller(h), h.NodeId, name))
 }
 
 func (f *FS) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	if readOnly(h.NodeId, name) {
+		return fuse.EROFS
+	}
 	return f.status("rmdir", f.live.Rmdir(f.caller(h), h.NodeId, name))
 }
 
 func (f *FS) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	if readOnly(in.NodeId, oldName) || readOnly(in.Newdir, newName) {
+		return fuse.EROFS
+	}
 	err := f.live.Rename(f.caller(&in.InHeader), in.NodeId, oldName, in.Newdir, newName, in.Flags)
 	return f.status("rename", err)
 }
 
 func (f *FS) Readlink(_ <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
-	target, err := f.live.Readlink(h.NodeId)
+	get := f.live.Readlink
+	if isView(h.NodeId) && f.views != nil {
+		get = f.views.readlink // an absolute target is shown as stored
+	}
+	target, err := get(h.NodeId)
 	if err != nil {
 		return nil, f.status("readlink", err)
 	}
@@ -130,7 +171,11 @@ func (f *FS) Readlink(_ <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status)
 func (f *FS) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
 	// Every write(2) asks for security.capability first: this is answered
 	// from memory, never from the store.
-	v, err := f.live.GetXattr(h.NodeId, attr)
+	get := f.live.GetXattr
+	if isView(h.NodeId) && f.views != nil {
+		get = f.views.xattr
+	}
+	v, err := get(h.NodeId, attr)
 	if err != nil {
 		return 0, f.status("getxattr", err)
 	}
@@ -144,7 +189,11 @@ func (f *FS) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string, dest []b
 }
 
 func (f *FS) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	names, err := f.live.ListXattr(h.NodeId)
+	list := f.live.ListXattr
+	if isView(h.NodeId) && f.views != nil {
+		list = f.views.xattrNames
+	}
+	names, err := list(h.NodeId)
 	if err != nil {
 		return 0, f.status("listxattr", err)
 	}
@@ -166,6 +215,9 @@ func (f *FS) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32
 }
 
 func (f *FS) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	if isView(in.NodeId) {
+		return fuse.EROFS
+	}
 	if len(attr) > 255 {
 		return fuse.Status(syscall.ERANGE)
 	}
@@ -177,6 +229,9 @@ func (f *FS) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, attr string, data 
 }
 
 func (f *FS) RemoveXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	if isView(h.NodeId) {
+		return fuse.EROFS
+	}
 	return f.status("removexattr", f.live.RemoveXattr(f.caller(h), h.NodeId, attr))
 }
 
@@ -193,4 +248,10 @@ func (f *FS) StatFs(_ <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fu
 	out.Ffree = s.Ffree
 	out.NameLen = tree.MaxName
 	return fuse.OK
+}
+
+// readOnly reports whether a name may not be created or removed: anything
+// inside a view, and the view directory's own name in the root.
+func readOnly(parent uint64, name string) bool {
+	return isView(parent) || parent == tree.RootIno && name == ViewDir
 }

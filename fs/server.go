@@ -26,7 +26,9 @@ type Options struct {
 	FsName string
 	// StoreDir is where statfs reads free space from.
 	StoreDir string
-	Debug    bool
+	// History serves the read-only views under .reynfs/ (nil: none).
+	History History
+	Debug   bool
 }
 
 // FS serves a live tree over FUSE. Each handler translates the request,
@@ -39,6 +41,7 @@ type FS struct {
 	server  *fuse.Server
 
 	storeDir string
+	views    *views
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
@@ -56,6 +59,9 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
 		live:          live, log: opts.Log, timeout: opts.Timeout, storeDir: opts.StoreDir,
 		handles: map[uint64]*handle{}, comms: map[uint32]string{},
+	}
+	if opts.History != nil {
+		f.views = newViews(opts.History)
 	}
 	mo := &fuse.MountOptions{
 		FsName:            opts.FsName,

@@ -80,13 +80,15 @@ func Start(cfg Config) (*Daemon, error) {
 	d.live = tree.NewLive(t, j, next, next-1, func(c uint64) error {
 		return j.SetMeta(metaInoCeil, []byte(strconv.FormatUint(c, 10)))
 	})
-	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store, Debug: cfg.Debug})
+	rw := &rewind.Rewinder{J: j, Live: d.live}
+	d.svc = &Service{J: j, Live: d.live, RW: rw}
+	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
+		History: history{d.svc}, Debug: cfg.Debug})
 	if err != nil {
 		_ = j.Close()
 		return nil, err
 	}
-	rw := &rewind.Rewinder{J: j, Live: d.live, Inv: d.fs}
-	d.svc = &Service{J: j, Live: d.live, RW: rw}
+	rw.Inv = d.fs
 	go d.flusher()
 	go func() {
 		d.fs.Wait()

@@ -1,0 +1,293 @@
+package fs
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/reynfs/reynfs/fs/tree"
+)
+
+// History is what the read-only views need: the timeline and the tree at
+// any retained seq (immutable once built).
+type History interface {
+	// Generations lists the generation names (g1, g2, ...) and their seqs.
+	Generations() (names []string, seqs []uint64, err error)
+	// Timeline is the text of .reynfs/timeline.
+	Timeline() (string, error)
+	// Tree returns the state at seq, or an error wrapping tree.ErrNotExist
+	// for a seq that is not retained.
+	Tree(seq uint64) (*tree.Tree, error)
+}
+
+// ViewDir is the name of the hidden directory of read-only history views.
+// readdir of the root never lists it, so find, grep -r and git add -A do
+// not descend into history; lookup, cd, ls, cat and cp -a work.
+const ViewDir = ".reynfs"
+
+// Node ids of the views have the top bit set; a view tree's node id holds
+// its view index and the inode number inside it, and is also its st_ino,
+// so no view inode shares (dev, ino) with a live one.
+const (
+	viewBit     = 1 << 63
+	viewRoot    = viewBit | 1
+	viewGens    = viewBit | 2
+	viewSeqs    = viewBit | 3
+	viewTimelne = viewBit | 4
+	viewShift   = 40
+	inoMask     = 1<<viewShift - 1
+)
+
+func isView(nodeid uint64) bool { return nodeid&viewBit != 0 }
+
+type views struct {
+	hist  History
+	mu    sync.Mutex
+	bySeq map[uint64]uint64 // seq -> view index
+	seqOf []uint64          // view index -> seq (index 0 unused)
+	trees map[uint64]*tree.Tree
+	order []uint64 // view indexes by age, for a small cache
+}
+
+const maxViewTrees = 8
+
+func newViews(h History) *views {
+	return &views{hist: h, bySeq: map[uint64]uint64{}, seqOf: []uint64{0}, trees: map[uint64]*tree.Tree{}}
+}
+
+func (v *views) index(seq uint64) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if idx, ok := v.bySeq[seq]; ok {
+		return idx
+	}
+	idx := uint64(len(v.seqOf))
+	v.seqOf = append(v.seqOf, seq)
+	v.bySeq[seq] = idx
+	return idx
+}
+
+// tree returns the tree of view idx, rebuilding it if it left the cache.
+func (v *views) tree(idx uint64) (*tree.Tree, error) {
+	v.mu.Lock()
+	if t, ok := v.trees[idx]; ok {
+		v.mu.Unlock()
+		return t, nil
+	}
+	if idx == 0 || idx >= uint64(len(v.seqOf)) {
+		v.mu.Unlock()
+		return nil, tree.ErrStale
+	}
+	seq := v.seqOf[idx]
+	v.mu.Unlock()
+	t, err := v.hist.Tree(seq)
+	if err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.order) >= maxViewTrees {
+		delete(v.trees, v.order[0])
+		v.order = v.order[1:]
+	}
+	v.trees[idx] = t
+	v.order = append(v.order, idx)
+	return t, nil
+}
+
+// node resolves a view tree's node id.
+func (v *views) node(nodeid uint64) (*tree.Tree, *tree.Node, error) {
+	idx, ino := (nodeid&^viewBit)>>viewShift, nodeid&inoMask
+	t, err := v.tree(idx)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := t.Node(ino)
+	if n == nil {
+		return nil, nil, tree.ErrStale
+	}
+	return t, n, nil
+}
+
+func nodeID(idx, ino uint64) uint64 { return viewBit | idx<<viewShift | ino }
+
+func dirStat(id uint64) tree.Stat {
+	return tree.Stat{Attr: tree.Attr{Ino: id, Mode: syscall.S_IFDIR | 0o555, Nlink: 2}}
+}
+
+// stat returns the attributes of a view node id.
+func (v *views) stat(id uint64) (tree.Stat, error) {
+	switch id {
+	case viewRoot, viewGens, viewSeqs:
+		return dirStat(id), nil
+	case viewTimelne:
+		text, err := v.hist.Timeline()
+		if err != nil {
+			return tree.Stat{}, err
+		}
+		return tree.Stat{Attr: tree.Attr{Ino: id, Mode: syscall.S_IFREG | 0o444, Nlink: 1, Size: uint64(len(text))}}, nil
+	}
+	_, n, err := v.node(id)
+	if err != nil {
+		return tree.Stat{}, err
+	}
+	st := tree.Stat{Attr: n.Attr, Blocks: n.Blocks()}
+	st.Ino = id
+	st.Mode &^= 0o222 // read-only
+	return st, nil
+}
+
+// lookup finds name in view directory parent.
+func (v *views) lookup(parent uint64, name string) (tree.Stat, error) {
+	switch parent {
+	case viewRoot:
+		switch name {
+		case "generations":
+			return v.stat(viewGens)
+		case "seq":
+			return v.stat(viewSeqs)
+		case "timeline":
+			return v.stat(viewTimelne)
+		}
+		return tree.Stat{}, tree.ErrNotExist
+	case viewGens:
+		names, seqs, err := v.hist.Generations()
+		if err != nil {
+			return tree.Stat{}, err
+		}
+		for i, n := range names {
+			if n == name {
+				return v.stat(nodeID(v.index(seqs[i]), tree.RootIno))
+			}
+		}
+		return tree.Stat{}, tree.ErrNotExist
+	case viewSeqs:
+		seq, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || strconv.FormatUint(seq, 10) != name {
+			return tree.Stat{}, tree.ErrNotExist
+		}
+		if _, err := v.hist.Tree(seq); err != nil {
+			return tree.Stat{}, err
+		}
+		return v.stat(nodeID(v.index(seq), tree.RootIno))
+	}
+	t, _, err := v.node(parent)
+	if err != nil {
+		return tree.Stat{}, err
+	}
+	c, err := t.Lookup(parent&inoMask, name)
+	if err != nil {
+		return tree.Stat{}, err
+	}
+	return v.stat(parent&^inoMask | c.Ino)
+}
+
+// readdir lists a view directory.
+func (v *views) readdir(id uint64) ([]tree.Dirent, uint64, error) {
+	switch id {
+	case viewRoot:
+		return []tree.Dirent{{Name: "generations", Ino: viewGens, Mode: syscall.S_IFDIR},
+			{Name: "seq", Ino: viewSeqs, Mode: syscall.S_IFDIR},
+			{Name: "timeline", Ino: viewTimelne, Mode: syscall.S_IFREG}}, tree.RootIno, nil
+	case viewGens:
+		names, seqs, err := v.hist.Generations()
+		if err != nil {
+			return nil, 0, err
+		}
+		out := make([]tree.Dirent, len(names))
+		for i, n := range names {
+			out[i] = tree.Dirent{Name: n, Ino: nodeID(v.index(seqs[i]), tree.RootIno), Mode: syscall.S_IFDIR}
+		}
+		return out, viewRoot, nil
+	case viewSeqs:
+		return nil, viewRoot, nil // any retained seq can be looked up; listing them all would be the whole journal
+	}
+	t, n, err := v.node(id)
+	if err != nil {
+		return nil, 0, err
+	}
+	ents, err := t.Readdir(n.Ino)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i := range ents {
+		ents[i].Ino = id&^inoMask | ents[i].Ino
+	}
+	parent := id&^inoMask | t.Parent(n.Ino)
+	if n.Ino == tree.RootIno {
+		parent = viewGens
+	}
+	return ents, parent, nil
+}
+
+func (v *views) read(id uint64, p []byte, off uint64) (int, error) {
+	if id == viewTimelne {
+		text, err := v.hist.Timeline()
+		if err != nil {
+			return 0, err
+		}
+		if off >= uint64(len(text)) {
+			return 0, nil
+		}
+		return copy(p, text[off:]), nil
+	}
+	t, n, err := v.node(id)
+	if err != nil {
+		return 0, err
+	}
+	if n.IsDir() {
+		return 0, tree.ErrIsDir
+	}
+	return t.ReadAt(n, p, off)
+}
+
+func (v *views) readlink(id uint64) (string, error) {
+	_, n, err := v.node(id)
+	if err != nil {
+		return "", err
+	}
+	return n.Readlink()
+}
+
+func (v *views) xattr(id uint64, name string) ([]byte, error) {
+	if !isViewTree(id) {
+		return nil, tree.ErrNoAttr
+	}
+	_, n, err := v.node(id)
+	if err != nil {
+		return nil, err
+	}
+	return n.Xattr(name)
+}
+
+func (v *views) xattrNames(id uint64) ([]string, error) {
+	if !isViewTree(id) {
+		return nil, nil
+	}
+	_, n, err := v.node(id)
+	if err != nil {
+		return nil, err
+	}
+	return n.XattrNames(), nil
+}
+
+func isViewTree(id uint64) bool { return isView(id) && (id&^viewBit)>>viewShift != 0 }
+
+// viewEntry fills an EntryOut for a view node; views never change, so the
+// kernel may keep them as long as it likes.
+func (f *FS) viewEntry(st tree.Stat, err error, out *fuse.EntryOut) fuse.Status {
+	if err != nil {
+		return f.status("lookup", err)
+	}
+	f.fillEntry(&st, out)
+	return fuse.OK
+}
+
+// TimelineText renders generations for .reynfs/timeline.
+func TimelineText(lines []string) string {
+	return strings.Join(lines, "\n") + "\n" + fmt.Sprintf("# %d generations; browse .reynfs/generations/<id>/ or .reynfs/seq/<N>/\n", len(lines))
+}
