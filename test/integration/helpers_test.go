@@ -28,37 +28,44 @@ import (
 // reynfsBin is the binary built once by TestMain.
 var reynfsBin string
 
-// testRoot holds the build output; mounts left under os.TempDir() after the
-// run make TestMain fail.
-var tempRoot = os.TempDir()
+// runRoot holds everything this run creates: the binary and, through
+// TMPDIR, every t.TempDir(). A reynfs mount left under it after the run
+// makes TestMain fail (other runs' mounts elsewhere are not ours).
+var runRoot string
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "reynfs-bin-")
-	if err != nil {
+	var err error
+	if runRoot, err = os.MkdirTemp("", "reynfs-integration-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	reynfsBin = filepath.Join(dir, "reynfs")
+	if err := os.MkdirAll(filepath.Join(runRoot, "tmp"), 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	os.Setenv("TMPDIR", filepath.Join(runRoot, "tmp"))
+	reynfsBin = filepath.Join(runRoot, "reynfs")
 	build := exec.Command("go", "build", "-o", reynfsBin, "github.com/reynfs/reynfs/cmd/reynfs")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building reynfs:", err)
 		return 1
 	}
-	before := reynfsMounts()
 	code := m.Run()
-	// CI must fail if a mount is left behind; clean it up too.
+	left := false
 	for p := range reynfsMounts() {
-		if !before[p] && strings.HasPrefix(p, tempRoot) {
+		if strings.HasPrefix(p, runRoot+"/") {
 			fmt.Fprintln(os.Stderr, "FAIL: mount left behind:", p)
 			_ = syscall.Unmount(p, syscall.MNT_DETACH)
-			code = 1
+			code, left = 1, true
 		}
+	}
+	if !left {
+		os.RemoveAll(runRoot)
 	}
 	return code
 }

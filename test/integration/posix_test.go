@@ -32,6 +32,7 @@ func TestPosix(t *testing.T) {
 				t.Skip(why)
 			}
 			m := mountProject(t, t.TempDir())
+			checkFds(t)
 			fn(t, m.Dir)
 		})
 	}
