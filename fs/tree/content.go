@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 
@@ -92,6 +93,9 @@ func (t *Tree) WriteAt(n *Node, p []byte, off uint64, now int64) error {
 	if !n.IsReg() {
 		return ErrInvalid
 	}
+	if len(p) == 0 {
+		return nil // write(2) with count 0 has no other effect
+	}
 	end := off + uint64(len(p))
 	if end > MaxFileSize || end < off {
 		return ErrFileTooBig
@@ -129,6 +133,14 @@ func (t *Tree) Truncate(n *Node, size uint64, now int64) error {
 		for idx := range n.pending {
 			if idx >= count {
 				delete(n.pending, idx)
+			}
+		}
+		// Committed chunks past the cut become pending holes, so that
+		// growing the file again before a flush reads zeros and the flush
+		// journals them as holes.
+		for idx := count; idx < uint64(len(n.chunks)); idx++ {
+			if !n.chunks[idx].IsZero() {
+				n.pending[idx] = nil
 			}
 		}
 		if in := size % cas.ChunkSize; in != 0 {
@@ -217,13 +229,17 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 // ClearPending drops the pending buffers once their record is applied.
 func (n *Node) ClearPending() { n.pending = nil }
 
+var zeroChunk [cas.ChunkSize]byte
+
+// allZero reports whether b (at most a chunk) holds only zero bytes.
 func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
+	for len(b) > len(zeroChunk) {
+		if !bytes.Equal(b[:len(zeroChunk)], zeroChunk[:]) {
 			return false
 		}
+		b = b[len(zeroChunk):]
 	}
-	return true
+	return bytes.Equal(b, zeroChunk[:len(b)])
 }
 
 func sortedIdx(m map[uint64][]byte) []uint64 {
