@@ -65,6 +65,9 @@ type Gen struct {
 }
 
 func listen(path string) (net.Listener, error) {
+	if err := ensureSocketDir(path); err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
 	_ = os.Remove(path) // a socket left by a killed daemon; the store lock says we own it
 	ln, err := net.Listen("unix", path)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -52,6 +53,7 @@ type Daemon struct {
 	finalErr    error
 	started     time.Time
 	bootNext    uint64 // inode allocation before Live exists (imports)
+	ln          net.Listener
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -66,15 +68,24 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d.j = j
-	t, err := d.prepare()
-	if err != nil {
+	// The store lock is ours: take the control socket before the mount, so
+	// that a daemon which reports ready can always be reached.
+	if d.ln, err = listen(SocketPath(cfg.Store)); err != nil {
 		_ = j.Close()
 		return nil, err
 	}
-	ceil, err := d.metaUint(metaInoCeil)
-	if err != nil {
+	fail := func(err error) (*Daemon, error) {
+		_ = d.ln.Close()
 		_ = j.Close()
 		return nil, err
+	}
+	t, err := d.prepare()
+	if err != nil {
+		return fail(err)
+	}
+	ceil, err := d.metaUint(metaInoCeil)
+	if err != nil {
+		return fail(err)
 	}
 	next := max(ceil+1, t.MaxIno()+1)
 	d.live = tree.NewLive(t, j, next, next-1, func(c uint64) error {
@@ -85,8 +96,7 @@ func Start(cfg Config) (*Daemon, error) {
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
 		History: history{d.svc}, Debug: cfg.Debug})
 	if err != nil {
-		_ = j.Close()
-		return nil, err
+		return fail(err)
 	}
 	rw.Inv = d.fs
 	go d.flusher()
@@ -298,12 +308,8 @@ func (d *Daemon) Err() error { return d.finalErr }
 // Serve answers the control socket until the daemon finishes or ctx ends
 // (then it unmounts as if asked).
 func (d *Daemon) Serve(ctx context.Context) error {
-	ln, err := listen(SocketPath(d.cfg.Store))
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	go d.accept(ln)
+	defer d.ln.Close()
+	go d.accept(d.ln)
 	select {
 	case <-d.done:
 	case <-ctx.Done():

@@ -29,8 +29,42 @@ func DefaultStore(dir string) (string, error) {
 	return filepath.Join(base, "reynfs", filepath.Base(dir)+"-"+hex.EncodeToString(sum[:6])), nil
 }
 
-// SocketPath is the control socket of a store's daemon.
-func SocketPath(store string) string { return filepath.Join(store, "control.sock") }
+// SocketPath is the control socket of a store's daemon: control.sock in the
+// store, or, where that path is too long for a unix socket address (108
+// bytes on Linux), a name derived from the store under /tmp/reynfs-<uid>.
+func SocketPath(store string) string {
+	p := filepath.Join(store, "control.sock")
+	if len(p) < maxSocketPath {
+		return p
+	}
+	sum := sha256.Sum256([]byte(store))
+	return filepath.Join(shortSocketDir(), hex.EncodeToString(sum[:10])+".sock")
+}
+
+// maxSocketPath leaves room for the NUL in sockaddr_un.sun_path[108].
+const maxSocketPath = 104
+
+func shortSocketDir() string { return fmt.Sprintf("/tmp/reynfs-%d", os.Getuid()) }
+
+// ensureSocketDir creates the directory of a socket outside the store,
+// private to this user.
+func ensureSocketDir(sock string) error {
+	dir := filepath.Dir(sock)
+	if dir != shortSocketDir() {
+		return nil
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is not a private directory", dir)
+	}
+	return nil
+}
 
 // LogPath is the daemon's log file.
 func LogPath(store string) string { return filepath.Join(store, "reynfs.log") }
