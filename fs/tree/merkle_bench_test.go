@@ -52,7 +52,7 @@ func benchTree(b *testing.B, files int) (*Tree, []uint64) {
 func benchData(ino uint64, v int) *journal.Record {
 	return &journal.Record{Op: journal.OpData, Ino: ino, Size: 100, Kind: journal.DataWrite,
 		Chunks: []journal.Chunk{{Index: 0, Hash: cas.Sum(fmt.Appendf(nil, "content %d of %d", v, ino))}},
-		Mtime: int64(20 + v), Time: int64(20 + v)}
+		Mtime:  int64(20 + v), Time: int64(20 + v)}
 }
 
 // BenchmarkMerkleRoot: apply N changes to files spread over the tree (each
