@@ -62,7 +62,7 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.St
 		if off < 2 {
 			continue // no lookup for "." and ".."
 		}
-		get := f.live.GetAttr
+		get := f.live.Entry
 		if isView(e.Ino) && f.views != nil {
 			get = f.views.stat
 		}

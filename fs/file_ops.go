@@ -59,6 +59,7 @@ func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse
 	if errors.Is(err, tree.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
 		st, err = f.live.Lookup(in.NodeId, name) // lost a race with another create
 		if err == nil && st.IsDir() {
+			f.live.Forget(st.Ino, 1)
 			err = tree.ErrIsDir
 		}
 	}
@@ -66,6 +67,7 @@ func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse
 		return f.status("create", err)
 	}
 	if _, err := f.live.Open(st.Ino); err != nil {
+		f.live.Forget(st.Ino, 1) // the reply carries no entry
 		return f.status("create", err)
 	}
 	f.fillEntry(&st, &out.EntryOut)

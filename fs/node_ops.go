@@ -38,7 +38,11 @@ func (f *FS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.
 	return fuse.OK
 }
 
-func (f *FS) Forget(nodeid, nlookup uint64) {}
+func (f *FS) Forget(nodeid, nlookup uint64) {
+	if !isView(nodeid) {
+		f.live.Forget(nodeid, nlookup)
+	}
+}
 
 func (f *FS) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	get := f.live.GetAttr

@@ -44,7 +44,14 @@ type Live struct {
 	reserve          func(ceil uint64) error // persists a new inode ceiling
 
 	opens   map[uint64]int   // open handles per inode
-	orphans map[uint64]*Node // unlinked but still open
+	orphans map[uint64]*Node // unlinked but still open or referenced
+
+	// refs counts the references handed out by Lookup, the node-making
+	// calls and Entry, until Forget returns them (the kernel's nlookup):
+	// an unlinked inode the kernel still knows stays usable, as on ext4.
+	// refMu nests inside mu and may be taken under its read lock.
+	refMu sync.Mutex
+	refs  map[uint64]uint64
 	dirty   map[uint64]*Node // files with pending data
 	pending int              // bytes in pending buffers
 
@@ -71,6 +78,7 @@ func NewLive(t *Tree, j Journal, nextIno, ceil uint64, reserve func(uint64) erro
 	l := &Live{
 		t: t, j: j, nextIno: nextIno, inoCeil: ceil, reserve: reserve,
 		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{},
+		refs: map[uint64]uint64{},
 		now: func() int64 { return time.Now().UnixNano() },
 	}
 	l.stage = newStaging(t.store)
@@ -101,7 +109,7 @@ func (l *Live) adopt(t *Tree) {
 }
 
 func (l *Live) onDrop(n *Node) {
-	if l.opens[n.Ino] > 0 {
+	if l.opens[n.Ino] > 0 || l.referenced(n.Ino) {
 		l.orphans[n.Ino] = n
 	}
 	if n.pending != nil {
@@ -204,10 +212,50 @@ func (l *Live) Release(ino uint64) {
 		return
 	}
 	delete(l.opens, ino)
-	if n := l.orphans[ino]; n != nil {
-		delete(l.orphans, ino)
-		l.dropPending(n)
+	l.reap(ino)
+}
+
+// ref counts one reference to ino handed out. Caller holds l.mu (read or
+// write).
+func (l *Live) ref(ino uint64) {
+	l.refMu.Lock()
+	l.refs[ino]++
+	l.refMu.Unlock()
+}
+
+func (l *Live) referenced(ino uint64) bool {
+	l.refMu.Lock()
+	defer l.refMu.Unlock()
+	return l.refs[ino] > 0
+}
+
+// Forget returns n references to ino (the kernel forgot the inode); an
+// unlinked inode goes with its last reference and its last open handle.
+func (l *Live) Forget(ino, n uint64) {
+	l.refMu.Lock()
+	left := l.refs[ino] - min(n, l.refs[ino])
+	if left == 0 {
+		delete(l.refs, ino)
+	} else {
+		l.refs[ino] = left
 	}
+	l.refMu.Unlock()
+	if left > 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reap(ino)
+}
+
+// reap drops an orphan nobody holds any more. Caller holds l.mu.
+func (l *Live) reap(ino uint64) {
+	n := l.orphans[ino]
+	if n == nil || l.opens[ino] > 0 || l.referenced(ino) {
+		return
+	}
+	delete(l.orphans, ino)
+	l.dropPending(n)
 }
 
 // NextInoLocked is NextIno for a caller that holds the lock.

@@ -14,7 +14,8 @@ type Stat struct {
 
 func stat(n *Node) Stat { return Stat{Attr: n.Attr, Blocks: n.Blocks()} }
 
-// Lookup finds name in directory parent.
+// Lookup finds name in directory parent and counts a reference to it
+// (returned with Forget). Create, Mkdir, Symlink and Link count one too.
 func (l *Live) Lookup(parent uint64, name string) (Stat, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -22,6 +23,20 @@ func (l *Live) Lookup(parent uint64, name string) (Stat, error) {
 	if err != nil {
 		return Stat{}, err
 	}
+	l.ref(n.Ino)
+	return stat(n), nil
+}
+
+// Entry is GetAttr for an inode handed out in a directory listing
+// (readdirplus): like Lookup it counts a reference.
+func (l *Live) Entry(ino uint64) (Stat, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return Stat{}, err
+	}
+	l.ref(ino)
 	return stat(n), nil
 }
 
@@ -141,6 +156,7 @@ func (l *Live) newNode(c Caller, r *journal.Record) (Stat, error) {
 	if err := l.commit(c, r, nil); err != nil {
 		return Stat{}, err
 	}
+	l.ref(ino)
 	return stat(l.t.nodes[ino]), nil
 }
 
@@ -157,6 +173,7 @@ func (l *Live) Link(c Caller, ino, parent uint64, name string) (Stat, error) {
 	if err := l.commit(c, &journal.Record{Op: journal.OpLink, Ino: ino, Parent: parent, Name: name}, nil); err != nil {
 		return Stat{}, err
 	}
+	l.ref(ino)
 	return stat(l.t.nodes[ino]), nil
 }
 
@@ -197,6 +214,12 @@ func (l *Live) Readlink(ino uint64) (string, error) {
 func (l *Live) Readdir(ino uint64) ([]Dirent, uint64, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	if n := l.orphans[ino]; n != nil && l.t.nodes[ino] == nil {
+		if !n.IsDir() {
+			return nil, 0, ErrNotDir
+		}
+		return nil, ino, nil // removed, as ext4 lists it: empty
+	}
 	ents, err := l.t.Readdir(ino)
 	return ents, l.t.Parent(ino), err
 }
