@@ -1,0 +1,5 @@
+//go:build !race
+
+package rewind
+
+const raceEnabled = false
