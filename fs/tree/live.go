@@ -50,8 +50,8 @@ type Live struct {
 	// calls and Entry, until Forget returns them (the kernel's nlookup):
 	// an unlinked inode the kernel still knows stays usable, as on ext4.
 	// refMu nests inside mu and may be taken under its read lock.
-	refMu sync.Mutex
-	refs  map[uint64]uint64
+	refMu   sync.Mutex
+	refs    map[uint64]uint64
 	dirty   map[uint64]*Node // files with pending data
 	pending int              // bytes in pending buffers
 
@@ -79,7 +79,7 @@ func NewLive(t *Tree, j Journal, nextIno, ceil uint64, reserve func(uint64) erro
 		t: t, j: j, nextIno: nextIno, inoCeil: ceil, reserve: reserve,
 		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{},
 		refs: map[uint64]uint64{},
-		now: func() int64 { return time.Now().UnixNano() },
+		now:  func() int64 { return time.Now().UnixNano() },
 	}
 	l.stage = newStaging(t.store)
 	l.adopt(t)
