@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -688,4 +689,208 @@ func TestRewindCacheCoherence(t *testing.T) {
 	rwExpect(t, d, future, "after undo")
 	m.Unmount()
 	rwExpect(t, d, future, "written back after undo")
+}
+
+// rwModel follows a mount: the state at every seq the test has seen as
+// head, and the current state.
+type rwModel struct {
+	t      testing.TB
+	m      *Mount
+	cur    rwState
+	at     map[uint64]rwState
+	resets map[uint64]uint64 // reset seq → target seq, of the rewinds done
+}
+
+func newRWModel(t testing.TB, m *Mount) *rwModel {
+	md := &rwModel{t: t, m: m, cur: rwRead(t, m.Dir), at: map[uint64]rwState{}, resets: map[uint64]uint64{}}
+	md.record()
+	return md
+}
+
+// record notes that the state at head is the current state.
+func (md *rwModel) record() uint64 {
+	md.t.Helper()
+	h := rwHead(md.t, md.m)
+	if prev, ok := md.at[h]; ok && len(rwDiff(prev, md.cur)) > 0 {
+		md.t.Fatalf("seq %d seen as head with two different states:\n%s", h, truncList(rwDiff(prev, md.cur), 10))
+	}
+	md.at[h] = maps.Clone(md.cur)
+	return h
+}
+
+func (md *rwModel) set(rel, content string) uint64 {
+	md.t.Helper()
+	p := filepath.Join(md.m.Dir, rel)
+	if dir := filepath.Dir(rel); dir != "." {
+		if _, ok := md.cur[dir]; !ok {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				md.t.Fatal(err)
+			}
+			for d := dir; d != "."; d = filepath.Dir(d) {
+				md.cur[d] = rwDir
+			}
+		}
+	}
+	rwWriteSync(md.t, p, content)
+	md.cur[rel] = content
+	return md.record()
+}
+
+func (md *rwModel) remove(rel string) uint64 {
+	md.t.Helper()
+	if err := os.Remove(filepath.Join(md.m.Dir, rel)); err != nil {
+		md.t.Fatal(err)
+	}
+	delete(md.cur, rel)
+	return md.record()
+}
+
+// replace writes content to a temporary name and renames it over rel.
+func (md *rwModel) replace(rel, content string) uint64 {
+	md.t.Helper()
+	tmp := filepath.Join(md.m.Dir, filepath.Dir(rel), ".tmp")
+	rwWriteSync(md.t, tmp, content)
+	if err := os.Rename(tmp, filepath.Join(md.m.Dir, rel)); err != nil {
+		md.t.Fatal(err)
+	}
+	md.cur[rel] = content
+	return md.record()
+}
+
+func (md *rwModel) checkpoint(label string) uint64 {
+	md.t.Helper()
+	rwCheckpoint(md.t, md.m, label)
+	return md.record()
+}
+
+// rewind rewinds to target; the tree must be the model's state at the
+// seq the target resolved to (and that seq must be want, unless 0).
+func (md *rwModel) rewind(target string, want uint64) rwRewound {
+	md.t.Helper()
+	res := rwRewind(md.t, md.m, target)
+	if want != 0 && res.Target != want {
+		md.t.Fatalf("rewind %s: went to seq %d, want %d", target, res.Target, want)
+	}
+	st, ok := md.at[res.Target]
+	if !ok {
+		md.t.Fatalf("rewind %s went to seq %d, a seq the test never saw as head", target, res.Target)
+	}
+	md.cur = maps.Clone(st)
+	md.resets[res.Reset] = res.Target
+	rwExpect(md.t, md.m.Dir, md.cur, fmt.Sprintf("after rewind %s (seq %d, reset at %d)", target, res.Target, res.Reset))
+	md.record()
+	return res
+}
+
+// checkViews compares .reynfs/seq/N/ with the model for every seq seen.
+func (md *rwModel) checkViews(when string) {
+	md.t.Helper()
+	for _, s := range slices.Sorted(maps.Keys(md.at)) {
+		view := filepath.Join(md.m.Dir, ".reynfs", "seq", strconv.FormatUint(s, 10))
+		if d := rwDiff(md.at[s], rwRead(md.t, view)); len(d) > 0 {
+			md.t.Errorf("%s: %s differs from the state at seq %d:\n%s", when, view, s, truncList(d, 10))
+		}
+	}
+}
+
+// checkBranches compares reynfs log --all with the rewinds done.
+func (md *rwModel) checkBranches(when string) {
+	md.t.Helper()
+	l := rwLog(md.t, md.m, "--all")
+	got := map[uint64]uint64{}
+	for _, b := range l.Branches {
+		got[b.Reset] = b.Target
+		if b.From != b.Target+1 || b.To != b.Reset-1 {
+			md.t.Errorf("%s: log --all: branch of reset %d to %d: seqs %d..%d, want %d..%d", when, b.Reset, b.Target, b.From, b.To, b.Target+1, b.Reset-1)
+		}
+	}
+	if !maps.Equal(got, md.resets) {
+		md.t.Errorf("%s: log --all lists resets (reset → target) %v, want %v", when, got, md.resets)
+	}
+	r := md.m.Run("log", "--all", "--store", md.m.Store)
+	if r.Code != 0 {
+		md.t.Fatalf("reynfs log --all: exit %d: %s", r.Code, r.Stderr)
+	}
+	for reset, target := range md.resets {
+		if want := fmt.Sprintf("reset at seq %d to seq %d:", reset, target); !strings.Contains(r.Stdout, want) {
+			md.t.Errorf("%s: reynfs log --all does not list the branch %q:\n%s", when, want, r.Stdout)
+		}
+	}
+}
+
+// TestRewindNested: rewind, write, rewind into the abandoned branch (to a
+// generation and to a record between generations), rewind again, undo;
+// the tree, the .reynfs/seq views and every retained seq match a model
+// that keeps the state at every seq; log --all lists the branches.
+func TestRewindNested(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "base"), []byte("base\n"), 0o644)
+	m := mountProject(t, dir)
+	checkFds(t)
+	md := newRWModel(t, m)
+
+	md.set("a", "a1")
+	md.set("b", "b1")
+	one := md.checkpoint("one")
+	md.set("a", "a2-longer")
+	mid := md.set("c/c", "c2") // a record between two generations
+	md.remove("b")
+	two := md.checkpoint("two")
+
+	r1 := md.rewind("one", one)
+	l := rwLog(t, m)
+	for _, g := range l.Gens {
+		if g.Label == "two" {
+			t.Errorf("reynfs log (no --all) lists generation %q of the abandoned branch", g.Label)
+		}
+	}
+	found := false
+	for _, g := range rwLog(t, m, "--all").Gens {
+		if g.Label == "two" {
+			found = true
+			if g.Active {
+				t.Errorf("reynfs log --all: generation \"two\" of the abandoned branch marked active")
+			}
+		}
+	}
+	if !found {
+		t.Errorf("reynfs log --all does not list generation \"two\" of the abandoned branch")
+	}
+	md.checkBranches("after the first rewind")
+
+	md.set("d", "d3")
+	md.replace("a", "a3")
+	three := md.checkpoint("three")
+	md.rewind(strconv.FormatUint(two, 10), two) // into the branch abandoned by r1
+	md.rewind(strconv.FormatUint(mid, 10), mid) // a record inside it
+	md.set("e", "e4")
+	md.rewind("three", three) // into the branch abandoned by the last two
+	md.set("z", "z5")
+	back := md.rewind("-1", 0) // newest generation before head: the rewind just done
+	if back.Target <= three {
+		t.Errorf("rewind -1 went to seq %d, want the rewind generation after %d", back.Target, three)
+	}
+	md.rewind(strconv.FormatUint(back.Reset-1, 10), back.Reset-1) // undo: z is back
+	if md.cur["z"] != "z5" {
+		t.Errorf("undo of rewind -1: z = %q, want z5", md.cur["z"])
+	}
+	md.rewind(strconv.FormatUint(r1.Reset-1, 10), r1.Reset-1) // undo of the first rewind
+	md.checkBranches("after nested rewinds")
+	md.checkViews("mounted")
+
+	// Every seq seen is reconstructable as a rewind target.
+	seqs := slices.Sorted(maps.Keys(md.at))
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	rng.Shuffle(len(seqs), func(i, j int) { seqs[i], seqs[j] = seqs[j], seqs[i] })
+	for _, s := range seqs[:min(len(seqs), 12)] {
+		md.rewind(strconv.FormatUint(s, 10), s)
+	}
+	md.checkBranches("after rewinds to random seqs")
+
+	m.Unmount()
+	rwExpect(t, m.Dir, md.cur, "written back")
+	m.Mount()
+	md.record()
+	md.rewind(strconv.FormatUint(two, 10), two)
+	md.checkViews("remounted")
 }
