@@ -34,3 +34,16 @@ func Parse(s string) (Hash, error) {
 	}
 	return h, nil
 }
+
+// MarshalText writes the hex form (JSON shows hashes as strings).
+func (h Hash) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalText reads the hex form.
+func (h *Hash) UnmarshalText(b []byte) error {
+	p, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*h = p
+	return nil
+}

@@ -17,14 +17,14 @@ const (
 
 // Change is one path that differs between two trees.
 type Change struct {
-	Path  string `json:"path"`
-	Kind  string `json:"kind"`
-	Ino   uint64 `json:"ino"`
-	Dir   bool   `json:"dir,omitempty"`
-	Mode  uint32 `json:"mode"`
-	Old   cas.Hash
-	New   cas.Hash
-	entry bool // the directory entry itself changed (not only the inode)
+	Path  string   `json:"path"`
+	Kind  string   `json:"kind"`
+	Ino   uint64   `json:"ino"`
+	Dir   bool     `json:"dir,omitempty"`
+	Mode  uint32   `json:"mode"`
+	Old   cas.Hash `json:"old"`
+	New   cas.Hash `json:"new"`
+	entry bool     // the directory entry itself changed (not only the inode)
 	par   uint64
 	name  string
 }
@@ -177,7 +177,9 @@ func removed(s cas.Store, p string, parent uint64, e cas.Entry, in *cas.Inode, o
 
 // Summary counts changes by kind, files and directories alike.
 type Summary struct {
-	Added, Modified, Removed int
+	Added    int `json:"added"`
+	Modified int `json:"modified"`
+	Removed  int `json:"removed"`
 }
 
 // Summarize counts a change list.

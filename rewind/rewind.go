@@ -22,12 +22,12 @@ type Invalidator interface {
 
 // Result says what a rewind did (or, dry, would do).
 type Result struct {
-	Reset   uint64   `json:"reset_seq,omitempty"` // the reset record; 0 on a dry run
-	Target  uint64   `json:"target_seq"`
-	Root    cas.Hash `json:"-"`
-	Changes []Change `json:"changes"`
-	Summary Summary  `json:"summary"`
-	Took    time.Duration
+	Reset   uint64        `json:"reset_seq,omitempty"` // the reset record; 0 on a dry run
+	Target  uint64        `json:"target_seq"`
+	Root    cas.Hash      `json:"-"`
+	Changes []Change      `json:"changes"`
+	Summary Summary       `json:"summary"`
+	Took    time.Duration `json:"took_ns"`
 }
 
 // FaultEnv names the environment variable that makes the daemon die at a
@@ -91,6 +91,9 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	if res.Changes, err = DiffRoots(ov, oldRoot, newRoot); err != nil {
 		live.Unlock()
 		return nil, err
+	}
+	if res.Changes == nil {
+		res.Changes = []Change{}
 	}
 	res.Summary, res.Root = Summarize(res.Changes), newRoot
 	if dry {

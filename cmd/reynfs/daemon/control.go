@@ -186,12 +186,15 @@ func (d *Daemon) Status() (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	lsm, vlog := d.j.DB().Size()
+	size, err := DiskUsage(DBPath(d.cfg.Store))
+	if err != nil {
+		return nil, err
+	}
 	inodes, buffered := d.live.Counts()
 	return &Status{
 		Dir: d.cfg.Dir, Mountpoint: d.cfg.Mountpoint, Store: d.cfg.Store, Pid: os.Getpid(),
 		HeadSeq: d.j.Head(), Records: d.j.Head(), Objects: objs, ObjectBytes: bytes,
-		StoreBytes: lsm + vlog, Inodes: inodes, Buffered: buffered,
+		StoreBytes: size, Inodes: inodes, Buffered: buffered,
 		Uptime: time.Since(d.started).Round(time.Second).String(),
 	}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // ErrUsage marks bad input: a missing directory, an overlapping store, a
@@ -136,3 +137,26 @@ func realDir(dir string) (string, error) {
 
 // DBPath is the Badger database inside a store folder.
 func DBPath(store string) string { return filepath.Join(store, "db") }
+
+// DiskUsage is what the files under dir occupy on disk (allocated blocks,
+// as du counts them: Badger preallocates and sparsely fills its files).
+func DiskUsage(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store size: %w", err)
+	}
+	return total, nil
+}
