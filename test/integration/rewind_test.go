@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -1008,4 +1009,227 @@ func TestRewindCrash(t *testing.T) {
 		rwExpect(t, m.Dir, md.cur, "written back at the end")
 		t.Logf("%d rounds, %d seqs, %d rewinds", rounds, len(md.at), len(md.resets))
 	})
+}
+
+// rwOneLine fails unless a failed command said why in exactly one line on
+// stderr, printed nothing on stdout and exited with want.
+func rwOneLine(t testing.TB, r Result, want int, what string) {
+	t.Helper()
+	if r.Code != want || r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 || !strings.HasPrefix(r.Stderr, "reynfs: ") || !strings.HasSuffix(r.Stderr, "\n") {
+		t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, nothing on stdout, one line \"reynfs: ...\" on stderr",
+			what, r.Code, r.Stdout, r.Stderr, want)
+	}
+}
+
+// TestRewindBadInput: unknown, malformed, too old and too new targets and
+// bad command lines exit 2 with one line on stderr and change nothing;
+// --dry-run changes nothing; concurrent rewinds are serialized (each one
+// either runs whole or is refused with exit 2).
+func TestRewindBadInput(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("0"), 0o644)
+	m := mountProject(t, dir)
+	checkFds(t)
+	md := newRWModel(t, m)
+	md.set("a", "1")
+	c1 := md.checkpoint("c1")
+	md.set("a", "2")
+	md.set("b", "b")
+	c2 := md.checkpoint("c2")
+	md.set("a", "3") // head is past the last generation
+	head := rwHead(t, m)
+	unchanged := func(what string) {
+		t.Helper()
+		if h := rwHead(t, m); h != head {
+			t.Errorf("%s: head seq %d, want %d (unchanged)", what, h, head)
+		}
+		rwExpect(t, m.Dir, md.cur, what+": tree changed")
+	}
+	bad := [][]string{
+		{"abc!"}, {"no-such-label"}, {"5x"}, {" 1"}, {"+1"}, {""}, {"g"}, {"gx1"},
+		{"99999999999999999999999"}, {"18446744073709551615"}, {strconv.FormatUint(head+1, 10)},
+		{"0"}, // older than anything retained
+		{"g0"}, {"g99"}, {"-0"}, {"-99"}, {"-x"}, {"--5"},
+	}
+	for _, target := range bad {
+		for _, flags := range [][]string{nil, {"--dry-run"}, {"--json"}} {
+			r := m.Run(rwRewindArgs(m, target[0], flags...)...)
+			rwOneLine(t, r, 2, fmt.Sprintf("reynfs rewind %v -- %q", flags, target[0]))
+		}
+	}
+	unchanged("after bad targets")
+	for _, args := range [][]string{
+		{"rewind", "--store", m.Store},
+		{"rewind", "--store", m.Store, "c1", "c2"},
+		{"rewind", "--store", m.Store, "--no-such-flag", "c1"},
+		{"rewind", "--dir", filepath.Join(t.TempDir(), "missing"), "c1"},
+	} {
+		rwOneLine(t, m.Run(args...), 2, fmt.Sprintf("reynfs %q", args))
+	}
+	unchanged("after bad command lines")
+
+	// -N without "--" is a target too (the issue's syntax: reynfs rewind -1).
+	if r := m.Run("rewind", "--store", m.Store, "--dry-run", "--json", "-1"); knownBugs() {
+		var res rwRewound
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &res) != nil || res.Target != c2 {
+			t.Errorf("reynfs rewind --dry-run --json -1: exit %d, %q, %s; want a dry rewind to seq %d", r.Code, r.Stdout, r.Stderr, c2)
+		}
+	} else if r.Code != 0 {
+		t.Logf("known bug: reynfs rewind -1 (without --): exit %d: %s", r.Code, strings.TrimSpace(r.Stderr))
+	}
+	unchanged("after rewind -1 --dry-run")
+
+	// --dry-run says what it would do and does nothing.
+	if !knownBugs() {
+		// Known bug: a dry run (like 'reynfs diff X' of the live tree)
+		// computes the live root while the head is past the last commit of
+		// its objects and drops the new manifests; the tree's Merkle cache
+		// then believes they are stored: the next dry run fails ("object
+		// not found") and the next checkpoint records a root that is not in
+		// the store (the store no longer mounts). Work around it by starting
+		// from a checkpoint.
+		t.Log("known bug: rewind --dry-run with writes after the last generation loses the live root's objects; checkpointing first")
+		md.checkpoint("before dry runs")
+		head = rwHead(t, m)
+	}
+	for target, want := range map[string]uint64{"c1": c1, "g2": c1, "-1": c2, "-2": c1, strconv.FormatUint(c2, 10): c2} {
+		r := m.Run(rwRewindArgs(m, target, "--dry-run", "--json")...)
+		var res rwRewound
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &res) != nil || res.Target != want || res.Reset != 0 || len(res.Changes) == 0 {
+			t.Errorf("reynfs rewind --dry-run --json %s: exit %d %s: %+v; want target %d, no reset record, the changes listed", target, r.Code, r.Stderr, res, want)
+		}
+		r = m.Run(rwRewindArgs(m, target, "--dry-run")...)
+		if r.Code != 0 || !strings.HasPrefix(r.Stdout, fmt.Sprintf("would rewind to seq %d ", want)) || !strings.Contains(r.Stdout, "modified a") {
+			t.Errorf("reynfs rewind --dry-run %s: exit %d %s:\n%s", target, r.Code, r.Stderr, r.Stdout)
+		}
+	}
+	unchanged("after dry runs")
+	// The objects of the live tree are all still there: a checkpoint after
+	// the dry runs is reconstructable, the store mounts again.
+	md.checkpoint("after dry runs")
+	m.Unmount()
+	m.Mount()
+	rwExpect(t, m.Dir, md.cur, "remounted after dry runs")
+	md.record()
+
+	// Concurrent rewinds: each runs whole or is refused; the tree is the
+	// target of the last reset record.
+	targets := []uint64{c1, c2, head, c1, c2, head}
+	results := make([]Result, len(targets))
+	var wg sync.WaitGroup
+	for i, tg := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = m.Run(rwRewindArgs(m, strconv.FormatUint(tg, 10), "--json")...)
+		}()
+	}
+	wg.Wait()
+	ok, refused := 0, 0
+	for i, r := range results {
+		switch {
+		case r.Code == 0:
+			ok++
+		case r.Code == 2 && strings.Contains(r.Stderr, "another rewind"):
+			refused++
+			rwOneLine(t, r, 2, "a refused concurrent rewind")
+		default:
+			t.Errorf("concurrent rewind to %d: exit %d: %s", targets[i], r.Code, r.Stderr)
+		}
+	}
+	t.Logf("concurrent rewinds: %d ran, %d refused", ok, refused)
+	l := rwLog(t, m, "--all")
+	if len(l.Branches) != ok {
+		t.Fatalf("%d rewinds ran but log --all lists %d reset records: %+v", ok, len(l.Branches), l.Branches)
+	}
+	last := l.Branches[0]
+	for _, b := range l.Branches {
+		md.resets[b.Reset] = b.Target
+		if b.Reset > last.Reset {
+			last = b
+		}
+	}
+	md.cur = maps.Clone(md.at[last.Target])
+	rwExpect(t, m.Dir, md.cur, fmt.Sprintf("after concurrent rewinds (last reset %d to %d)", last.Reset, last.Target))
+	md.record()
+	md.checkBranches("after concurrent rewinds")
+
+	// The store is sound after all this: it mounts again and serves head.
+	md.set("a", "after")
+	md.checkpoint("end")
+	m.Unmount()
+	rwExpect(t, m.Dir, md.cur, "written back")
+	m.Mount()
+	rwExpect(t, m.Dir, md.cur, "remounted")
+}
+
+// TestRewindOffline: reynfs rewind --store on an unmounted store rewinds
+// the store, and the next mount (and its write-back) shows the target;
+// undo works offline too; bad targets offline exit 2 and change nothing.
+func TestRewindOffline(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("0"), 0o644)
+	m := mountProject(t, dir)
+	md := newRWModel(t, m)
+	md.set("a", "A")
+	md.set("d/x", "x")
+	a := md.checkpoint("A")
+	md.set("a", "B")
+	md.remove("d/x")
+	md.set("n", "new")
+	b := md.checkpoint("B")
+	stA, stB := md.at[a], md.at[b]
+	m.Unmount()
+	rwExpect(t, dir, stB, "written back")
+	if r := m.Run("status", m.Dir, "--store", m.Store, "--json"); r.Code != 5 {
+		t.Fatalf("reynfs status on an unmounted store: exit %d, want 5: %s", r.Code, r.Stderr)
+	}
+
+	for _, target := range []string{"no-such-label", "0", "99999", "g99", "abc!"} {
+		rwOneLine(t, m.Run(rwRewindArgs(m, target)...), 2, "offline reynfs rewind "+target)
+	}
+	r := m.Run(rwRewindArgs(m, "A", "--dry-run", "--json")...)
+	var res rwRewound
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &res) != nil || res.Target != a || res.Reset != 0 {
+		t.Fatalf("offline reynfs rewind --dry-run A: exit %d %s %q; want a dry rewind to %d", r.Code, r.Stderr, r.Stdout, a)
+	}
+	l := rwLog(t, m, "--all")
+	if l.Head != b+1 || len(l.Branches) != 0 { // b+1: the unmount generation
+		t.Fatalf("after offline dry run and bad targets: head %d, branches %+v; want head %d, no branch", l.Head, l.Branches, b+1)
+	}
+	m.Mount()
+	rwExpect(t, m.Dir, stB, "mounted after offline bad targets and dry run")
+	m.Unmount()
+
+	res = rwRewind(t, m, "A") // offline
+	if res.Target != a {
+		t.Fatalf("offline rewind A went to %d, want %d", res.Target, a)
+	}
+	m.Mount()
+	rwExpect(t, m.Dir, stA, "mounted after an offline rewind")
+	if l := rwLog(t, m, "--all"); len(l.Branches) != 1 || l.Branches[0].Reset != res.Reset || l.Branches[0].Target != a {
+		t.Errorf("log --all after an offline rewind: %+v, want one reset at %d to %d", l.Branches, res.Reset, a)
+	}
+	m.Unmount()
+	rwExpect(t, dir, stA, "written back after an offline rewind")
+
+	undo := rwRewind(t, m, strconv.FormatUint(res.Reset-1, 10)) // offline undo
+	m.Mount()
+	rwExpect(t, m.Dir, stB, "mounted after an offline undo")
+	m.Unmount()
+	rwExpect(t, dir, stB, "written back after an offline undo")
+	_ = undo
+
+	// The project directory edited while unmounted, then an offline
+	// rewind: the next mount must show the target, not the edit.
+	writeFile(t, filepath.Join(dir, "a"), []byte("edited while unmounted"), 0o644)
+	rwRewind(t, m, "A")
+	m.Mount()
+	if d := rwDiff(stA, rwRead(t, m.Dir)); len(d) > 0 {
+		if knownBugs() {
+			t.Errorf("edit while unmounted, offline rewind A, mount: tree is not A:\n%s", truncList(d, 10))
+		} else {
+			t.Logf("known bug: edit while unmounted, offline rewind A, mount: tree is not A:\n%s", truncList(d, 10))
+		}
+	}
 }
