@@ -43,6 +43,7 @@ func sampleRecords() []*Record {
 		{Seq: 19, Op: OpReset, Time: t, Comm: "reynfs", ResetTo: 17, Supersedes: 18},
 		{Seq: 20, Op: OpAgentState, Time: t, Label: "coder", Root: hashOf("s3")},
 		{Seq: 21, Op: OpImport, Time: t, Root: hashOf("r2"), NextIno: 1 << 40},
+		{Seq: 22, Op: OpRestore, Time: t, Parent: 7, Name: "src", Root: hashOf("r3"), Ino: 1 << 33, Label: "restore src from seq 9"},
 	}
 }
 

@@ -53,6 +53,12 @@ const (
 	// made to the project directory while it was not mounted); NextIno is
 	// the allocator floor after it.
 	OpImport
+	// OpRestore puts a copy of a stored subtree at Parent/Name, replacing
+	// what is there: Root names the subtree's top inode object (from any
+	// retained state), Ino is the first new inode number (the copy's inodes
+	// are numbered Ino, Ino+1, ... in depth-first name order), Label says
+	// where it came from.
+	OpRestore
 
 	opMax
 )
@@ -62,6 +68,7 @@ var opNames = [...]string{
 	OpLink: "link", OpUnlink: "unlink", OpRmdir: "rmdir", OpRename: "rename",
 	OpData: "data", OpSetattr: "setattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
 	OpGeneration: "generation", OpReset: "reset", OpAgentState: "agent-state", OpImport: "import",
+	OpRestore: "restore",
 }
 
 func (o Op) String() string {

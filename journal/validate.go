@@ -42,6 +42,7 @@ var opFields = [opMax]uint32{
 	OpReset:       fields(tagResetTo, tagSupersedes, tagLabel),
 	OpAgentState:  fields(tagLabel, tagRoot),
 	OpImport:      fields(tagRoot, tagNextIno, tagLabel),
+	OpRestore:     fields(tagParent, tagName, tagRoot, tagIno, tagLabel),
 }
 
 // setFields returns the mask of r's non-zero fields.

@@ -123,7 +123,7 @@ func (e *exporter) entry(path string, n, base *tree.Node) error {
 			return err
 		}
 	case n.IsReg():
-		if base == nil || !sameChunks(n.ChunkHashes(), base.ChunkHashes()) || n.Size != base.Size {
+		if base == nil || !sameChunks(n.ChunkHashes(), base.ChunkHashes()) || n.Size != base.Size || !onDisk(path, n.Size) {
 			if err := e.file(path, n); err != nil {
 				return err
 			}
@@ -144,6 +144,14 @@ func (e *exporter) entry(path string, n, base *tree.Node) error {
 		e.written[n.Ino] = path
 	}
 	return e.attrs(path, n)
+}
+
+// onDisk reports whether path is a regular file of the given size: the
+// base tree says what the directory should hold, and this catches a file
+// removed or changed under it.
+func onDisk(path string, size uint64) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) == size
 }
 
 func sameChunks(a, b []cas.Hash) bool {

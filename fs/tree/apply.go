@@ -28,6 +28,8 @@ func (t *Tree) Apply(r *journal.Record) error {
 		return t.applySetattr(r)
 	case journal.OpSetxattr, journal.OpRemovexattr:
 		return t.applyXattr(r)
+	case journal.OpRestore:
+		return t.applyRestore(r)
 	case journal.OpGeneration, journal.OpReset, journal.OpAgentState:
 		return nil // control records do not change the tree
 	}

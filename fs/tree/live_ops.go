@@ -3,6 +3,7 @@ package tree
 import (
 	"syscall"
 
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/journal"
 )
 
@@ -275,4 +276,32 @@ func (l *Live) Counts() (inodes, pending int) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.t.Len(), l.pending
+}
+
+// Restore puts a copy of the stored subtree root at parent/name, replacing
+// what is there, as one OpRestore record (see CountInodes). The objects
+// must be in the store already. It returns the copy's top inode and the
+// inode it replaced (0 if the name was free), for cache invalidation, and
+// the record's seq.
+func (l *Live) Restore(c Caller, parent uint64, name string, root cas.Hash, label string) (st Stat, old, seq uint64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	count, err := CountInodes(l.t.store, root)
+	if err != nil {
+		return Stat{}, 0, 0, err
+	}
+	if n, err := l.t.Lookup(parent, name); err == nil {
+		old = n.Ino
+	}
+	first := l.nextIno
+	for range count {
+		if _, err := l.allocIno(); err != nil {
+			return Stat{}, 0, 0, err
+		}
+	}
+	r := &journal.Record{Op: journal.OpRestore, Parent: parent, Name: name, Root: root, Ino: first, Label: label}
+	if err := l.commit(c, r, nil); err != nil {
+		return Stat{}, 0, 0, err
+	}
+	return stat(l.t.nodes[first]), old, r.Seq, nil
 }

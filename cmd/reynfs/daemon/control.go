@@ -21,6 +21,7 @@ type Request struct {
 	Target string `json:"target,omitempty"`
 	Other  string `json:"other,omitempty"` // diff: the second state
 	Dir    string `json:"dir,omitempty"`   // export: destination
+	Path   string `json:"path,omitempty"`  // restore: path below the workspace root
 	Dry    bool   `json:"dry,omitempty"`
 	All    bool   `json:"all,omitempty"`
 	WAL    bool   `json:"wal,omitempty"`
@@ -28,16 +29,17 @@ type Request struct {
 
 // Response is the JSON line answering a Request.
 type Response struct {
-	Error      string          `json:"error,omitempty"`
-	Code       int             `json:"code,omitempty"` // the error's class, see ErrorOf
-	Status     *Status         `json:"status,omitempty"`
-	Generation *Gen            `json:"generation,omitempty"`
-	Log        *LogResult      `json:"log,omitempty"`
-	Changes    []rewind.Change `json:"changes,omitempty"`
-	Rewind     *rewind.Result  `json:"rewind,omitempty"`
-	Record     *RecordLine     `json:"record,omitempty"`
-	Gen        *LogEntry       `json:"gen,omitempty"`
-	Seq        uint64          `json:"seq,omitempty"`
+	Error      string                `json:"error,omitempty"`
+	Code       int                   `json:"code,omitempty"` // the error's class, see ErrorOf
+	Status     *Status               `json:"status,omitempty"`
+	Generation *Gen                  `json:"generation,omitempty"`
+	Log        *LogResult            `json:"log,omitempty"`
+	Changes    []rewind.Change       `json:"changes,omitempty"`
+	Rewind     *rewind.Result        `json:"rewind,omitempty"`
+	Restore    *rewind.RestoreResult `json:"restore,omitempty"`
+	Record     *RecordLine           `json:"record,omitempty"`
+	Gen        *LogEntry             `json:"gen,omitempty"`
+	Seq        uint64                `json:"seq,omitempty"`
 }
 
 // Status describes a running daemon.
@@ -134,6 +136,8 @@ func Handle(s *Service, req Request) *Response {
 		resp.Seq, err = s.Export(req.Target, req.Dir)
 	case "rewind":
 		resp.Rewind, err = s.Rewind(req.Target, req.Dry)
+	case "restore":
+		resp.Restore, err = s.Restore(req.Path, req.Target)
 	default:
 		err = fmt.Errorf("%w: unknown request %q", ErrUsage, req.Op)
 	}

@@ -251,6 +251,18 @@ func (s *Service) Rewind(target string, dry bool) (*rewind.Result, error) {
 	return rewind.RewindStore(s.J, seq, dry)
 }
 
+// Restore brings one path back from target into the live tree.
+func (s *Service) Restore(rel, target string) (*rewind.RestoreResult, error) {
+	seq, err := rewind.Resolve(s.J, target)
+	if err != nil {
+		return nil, err
+	}
+	if s.Live == nil {
+		return nil, fmt.Errorf("%w: restore works on a mounted workspace; mount it first (or export the point and copy)", ErrUsage)
+	}
+	return rewind.Restore(s.J, s.Live, s.RW.Inv, rel, seq)
+}
+
 // Show describes one generation or record.
 func (s *Service) Show(target string) (*RecordLine, *LogEntry, error) {
 	seq, err := rewind.Resolve(s.J, target)

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+)
+
+func newRestoreCommand() *cobra.Command {
+	var from string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "restore PATH --from TARGET",
+		Short: "Bring one file or directory back from a past point, without a rewind",
+		Long: `Restore PATH (a file, symlink or directory inside a mounted workspace) as it was at
+TARGET (a seq, a generation id g3, -N or a label), replacing what is at PATH now. It is
+one new journal record: the rest of the workspace and every open file stay as they are,
+and 'reynfs rewind' to the seq before it undoes it. The restored copy gets new inode
+numbers; hard links inside a restored directory stay links.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if from == "" {
+				return fmt.Errorf("%w: restore needs --from TARGET", errUsage)
+			}
+			mount, rel, err := workspacePath(args[0])
+			if err != nil {
+				return err
+			}
+			resp, err := call(storeOptions{}, mount, daemon.Request{Op: "restore", Path: rel, Target: from})
+			if err != nil {
+				return err
+			}
+			r := resp.Restore
+			if asJSON {
+				return printJSON(r)
+			}
+			verb := "restored"
+			if r.Replaced {
+				verb = "restored (replacing what was there)"
+			}
+			fmt.Printf("%s %s from seq %d: %d inode(s), record seq %d, in %s\n",
+				verb, r.Path, r.From, r.Inodes, r.Seq, r.Took.Round(10_000))
+			fmt.Printf("undo with 'reynfs rewind %d'\n", r.Seq-1)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "the past point: seq, gN, -N or label")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// workspacePath splits a path into the reynfs mount it is in and the path
+// below that mount's root.
+func workspacePath(p string) (mount, rel string, err error) {
+	abs, err := absPath(p)
+	if err != nil {
+		return "", "", err
+	}
+	// The last component may not exist now (a deleted file): resolve
+	// symlinks in its directory only.
+	dir, base := filepath.Split(abs)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		abs = filepath.Join(r, base)
+	}
+	ms, _ := daemon.Mounts()
+	for m := abs; ; m = filepath.Dir(m) {
+		for i := len(ms) - 1; i >= 0; i-- {
+			if ms[i].Point == m && ms[i].FsType == "fuse.reynfs" {
+				rel, err := filepath.Rel(m, abs)
+				if err != nil || rel == "." {
+					return "", "", fmt.Errorf("%w: %s is the workspace root; use 'reynfs rewind' for the whole tree", errUsage, p)
+				}
+				return m, rel, nil
+			}
+		}
+		if m == "/" {
+			return "", "", fmt.Errorf("%w: %s is not inside a mounted reynfs workspace", errUsage, p)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package rewind
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/fs/tree"
+	"github.com/reynfs/reynfs/journal"
+)
+
+// RestoreResult says what a restore did.
+type RestoreResult struct {
+	Path     string        `json:"path"`
+	From     uint64        `json:"from_seq"`
+	Seq      uint64        `json:"seq"`      // the OpRestore record
+	Inodes   uint64        `json:"inodes"`   // files, directories and links brought back
+	Replaced bool          `json:"replaced"` // something was at the path and is gone
+	Took     time.Duration `json:"took_ns"`
+}
+
+// Restore brings rel (a path relative to the workspace root) back from the
+// state at seq x into the live tree, as one OpRestore record, without a
+// rewind: the rest of the tree and every open handle stay as they are. The
+// restored copy gets new inode numbers. It is synced when Restore returns.
+func Restore(j *journal.Journal, live *tree.Live, inv Invalidator, rel string, x uint64) (*RestoreResult, error) {
+	start := time.Now()
+	rel = path.Clean(strings.TrimPrefix(rel, "/"))
+	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("%w: restore needs a path below the workspace root (use rewind for the whole tree)", ErrTarget)
+	}
+	if first, _, _ := strings.Cut(rel, "/"); first == ".reynfs" {
+		return nil, fmt.Errorf("%w: %s is inside the read-only history views", ErrTarget, rel)
+	}
+	past, err := Reconstruct(j, x)
+	if err != nil {
+		return nil, err
+	}
+	n, err := lookupPath(past, rel)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s did not exist at seq %d", ErrTarget, rel, x)
+	}
+	// The past tree's inode objects may never have been stored (a state
+	// between two generations): store those of the subtree first, so the
+	// record is committed with or after everything it names.
+	if _, blobs, err := past.Root(); err != nil {
+		return nil, err
+	} else if err := putSubtree(j.Objects(), past, n, blobs); err != nil {
+		return nil, err
+	}
+	root, _ := n.Object()
+
+	dir, name := path.Split(rel)
+	live.Lock()
+	parent, err := lookupPath(live.Tree(), strings.TrimSuffix(dir, "/"))
+	live.Unlock()
+	if err != nil || !parent.IsDir() {
+		return nil, fmt.Errorf("%w: %s: the parent directory does not exist now; restore it first", ErrTarget, rel)
+	}
+	label := fmt.Sprintf("restore %s from seq %d", rel, x)
+	_, old, seq, err := live.Restore(tree.Caller{Comm: "reynfs-restore"}, parent.Ino, name, root, label)
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", rel, err)
+	}
+	if err := j.Sync(); err != nil {
+		return nil, fmt.Errorf("restore %s: %w", rel, err)
+	}
+	count, _ := tree.CountInodes(j.Objects(), root)
+	if inv != nil {
+		inv.InvalidateEntry(parent.Ino, name)
+		if old != 0 {
+			inv.InvalidateInode(old)
+		}
+		inv.InvalidateInode(parent.Ino)
+	}
+	return &RestoreResult{Path: rel, From: x, Seq: seq, Inodes: count, Replaced: old != 0, Took: time.Since(start)}, nil
+}
+
+// lookupPath resolves a slash-separated path from the root of t ("" and
+// "." are the root).
+func lookupPath(t *tree.Tree, rel string) (*tree.Node, error) {
+	n := t.Node(tree.RootIno)
+	for _, name := range strings.Split(rel, "/") {
+		if name == "" || name == "." {
+			continue
+		}
+		c, err := t.Lookup(n.Ino, name)
+		if err != nil {
+			return nil, err
+		}
+		n = c
+	}
+	return n, nil
+}
+
+// putSubtree stores the inode objects of n and everything below it.
+func putSubtree(s cas.Store, t *tree.Tree, n *tree.Node, blobs []cas.Blob) error {
+	want := map[cas.Hash]bool{}
+	var walk func(n *tree.Node)
+	walk = func(n *tree.Node) {
+		h, _ := n.Object()
+		if want[h] {
+			return
+		}
+		want[h] = true
+		for _, ino := range n.Entries() {
+			walk(t.Node(ino))
+		}
+	}
+	walk(n)
+	for _, b := range blobs {
+		if want[b.Hash] {
+			if _, err := s.Put(b.Data); err != nil {
+				return fmt.Errorf("store restored objects: %w", err)
+			}
+		}
+	}
+	return nil
+}
