@@ -3,6 +3,7 @@ module github.com/reynfs/reynfs
 go 1.26.8
 
 require (
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/rs/zerolog v1.35.1

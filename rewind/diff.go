@@ -1,6 +1,8 @@
 package rewind
 
 import (
+	"syscall"
+
 	"path"
 	"sort"
 	"sync"
@@ -180,6 +182,39 @@ type Summary struct {
 	Added    int `json:"added"`
 	Modified int `json:"modified"`
 	Removed  int `json:"removed"`
+}
+
+// Coalesce reports a name that was removed and added again as the same
+// kind of file (an editor's write-to-temp-and-rename, sed -i) as modified,
+// as git does. DiffRoots keeps them apart: the kernel's entry for the name
+// must be invalidated.
+func Coalesce(cs []Change) []Change {
+	added := map[string]int{}
+	for i, c := range cs {
+		if c.Kind == Added {
+			added[c.Path] = i
+		}
+	}
+	out := make([]Change, 0, len(cs))
+	drop := map[int]bool{}
+	for _, c := range cs {
+		if i, ok := added[c.Path]; ok && c.Kind == Removed && c.Mode&syscall.S_IFMT == cs[i].Mode&syscall.S_IFMT {
+			m := cs[i]
+			m.Kind, m.Old = Modified, c.Old
+			out = append(out, m)
+			drop[i] = true
+			continue
+		}
+		out = append(out, c)
+	}
+	kept := out[:0]
+	for _, c := range out {
+		if i, ok := added[c.Path]; ok && c.Kind == Added && drop[i] {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept
 }
 
 // Summarize counts a change list.

@@ -88,10 +88,12 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 		return nil, err
 	}
 	ov := NewOverlay(j.Objects(), oldBlobs, newBlobs)
-	if res.Changes, err = DiffRoots(ov, oldRoot, newRoot); err != nil {
+	changes, err := DiffRoots(ov, oldRoot, newRoot)
+	if err != nil {
 		live.Unlock()
 		return nil, err
 	}
+	res.Changes = Coalesce(changes)
 	if res.Changes == nil {
 		res.Changes = []Change{}
 	}
@@ -129,7 +131,7 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	if err := indexGeneration(j, g.Seq); err != nil {
 		return nil, err
 	}
-	rw.invalidate(res.Changes)
+	rw.invalidate(changes)
 	res.Took = time.Since(start)
 	return res, nil
 }

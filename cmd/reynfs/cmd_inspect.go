@@ -11,14 +11,14 @@ import (
 func newDiffCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
-	var asJSON bool
+	var asJSON, patch bool
 	cmd := &cobra.Command{
-		Use:   "diff A [B]",
+		Use:   "diff A [B] [-p]",
 		Short: "List what changed between two retained points (B defaults to the live tree)",
 		Long:  "A and B are seqs, generation ids (g3), -N or labels; B defaults to the live tree.\n\n" + exitCodeHelp,
 		Args:  usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := daemon.Request{Op: "diff", Target: args[0]}
+			req := daemon.Request{Op: "diff", Target: args[0], Patch: patch}
 			if len(args) == 2 {
 				req.Other = args[1]
 			}
@@ -29,6 +29,10 @@ func newDiffCommand() *cobra.Command {
 			if asJSON {
 				return printJSON(resp.Changes)
 			}
+			if patch {
+				fmt.Print(resp.Patch)
+				return nil
+			}
 			for _, c := range resp.Changes {
 				fmt.Printf("%c\t%s\n", map[string]byte{"added": 'A', "modified": 'M', "removed": 'D'}[c.Kind], c.Path)
 			}
@@ -36,6 +40,7 @@ func newDiffCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&patch, "patch", "p", false, "print a unified diff of the changed files")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd

@@ -25,6 +25,7 @@ type Request struct {
 	Dry    bool   `json:"dry,omitempty"`
 	All    bool   `json:"all,omitempty"`
 	WAL    bool   `json:"wal,omitempty"`
+	Patch  bool   `json:"patch,omitempty"` // diff: unified diff of the files
 }
 
 // Response is the JSON line answering a Request.
@@ -35,6 +36,7 @@ type Response struct {
 	Generation *Gen                  `json:"generation,omitempty"`
 	Log        *LogResult            `json:"log,omitempty"`
 	Changes    []rewind.Change       `json:"changes,omitempty"`
+	Patch      string                `json:"patch,omitempty"`
 	Rewind     *rewind.Result        `json:"rewind,omitempty"`
 	Restore    *rewind.RestoreResult `json:"restore,omitempty"`
 	Record     *RecordLine           `json:"record,omitempty"`
@@ -129,7 +131,7 @@ func Handle(s *Service, req Request) *Response {
 	case "log":
 		resp.Log, err = s.Log(req.All, req.WAL)
 	case "diff":
-		resp.Changes, err = s.Diff(req.Target, req.Other)
+		resp.Changes, resp.Patch, err = s.Diff(req.Target, req.Other, req.Patch)
 	case "show":
 		resp.Record, resp.Gen, err = s.Show(req.Target)
 	case "export":

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/reynfs/reynfs/cas"
@@ -176,11 +177,21 @@ func (s *Service) state(target string) (cas.Hash, cas.Store, uint64, error) {
 		if err := s.Live.FlushAllLocked(tree.Caller{Comm: "reynfs"}); err != nil {
 			return cas.Hash{}, nil, 0, err
 		}
+		if err := s.J.Sync(); err != nil { // the chunks just flushed, readable from the store
+			return cas.Hash{}, nil, 0, err
+		}
 		root, blobs, err := s.Live.Tree().Root()
 		if err != nil {
 			return cas.Hash{}, nil, 0, err
 		}
-		return root, rewind.NewOverlay(s.J.Objects(), blobs), s.J.Head(), nil
+		// Root hands out each new object once: store them, or the next
+		// generation or rewind would name objects nobody kept.
+		for _, b := range blobs {
+			if _, err := s.J.Objects().Put(b.Data); err != nil {
+				return cas.Hash{}, nil, 0, err
+			}
+		}
+		return root, s.J.Objects(), s.J.Head(), nil
 	}
 	if target == "" || target == "live" {
 		target = fmt.Sprint(s.J.Head())
@@ -200,21 +211,29 @@ func (s *Service) state(target string) (cas.Hash, cas.Store, uint64, error) {
 	return root, rewind.NewOverlay(s.J.Objects(), blobs), seq, nil
 }
 
-// Diff lists what changed from a to b (b empty: the live tree).
-func (s *Service) Diff(a, b string) ([]rewind.Change, error) {
+// Diff lists what changed from a to b (b empty: the live tree), and with
+// patch a unified diff of the files.
+func (s *Service) Diff(a, b string, patch bool) ([]rewind.Change, string, error) {
 	ra, sa, _, err := s.state(a)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	rb, sb, _, err := s.state(b)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ov := rewind.NewOverlay(sa)
 	if o, ok := sb.(*rewind.Overlay); ok {
 		ov = rewind.NewOverlay(sa, o.Blobs())
 	}
-	return rewind.DiffRoots(ov, ra, rb)
+	cs, err := rewind.DiffRoots(ov, ra, rb)
+	cs = rewind.Coalesce(cs)
+	if err != nil || !patch {
+		return cs, "", err
+	}
+	var out strings.Builder
+	err = rewind.Patch(ov, cs, &out)
+	return cs, out.String(), err
 }
 
 // Export materializes a retained point as an ordinary directory.
