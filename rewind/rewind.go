@@ -99,7 +99,13 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	}
 	res.Summary, res.Root = Summarize(res.Changes), newRoot
 	if dry {
+		// Root hands out the live tree's new objects once: keep them, or
+		// the next generation would name objects nobody stored.
+		err := putBlobs(j.Objects(), oldBlobs)
 		live.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		res.Took = time.Since(start)
 		return res, nil
 	}
@@ -147,4 +153,13 @@ func (rw *Rewinder) invalidate(cs []Change) {
 		rw.Inv.InvalidateInode(c.Ino)
 	}
 	rw.Inv.InvalidateInode(tree.RootIno)
+}
+
+func putBlobs(s cas.Store, blobs []cas.Blob) error {
+	for _, b := range blobs {
+		if _, err := s.Put(b.Data); err != nil {
+			return fmt.Errorf("store objects: %w", err)
+		}
+	}
+	return nil
 }

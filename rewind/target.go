@@ -75,10 +75,14 @@ func Resolve(j *journal.Journal, target string) (uint64, error) {
 		return 0, err
 	}
 	live := onLivePath(gens, path, head)
-	if rest, ok := strings.CutPrefix(target, "-"); ok {
+	rest, ok := strings.CutPrefix(target, "-")
+	if !ok {
+		rest, ok = strings.CutPrefix(target, "~") // the CLI's spelling of -N
+	}
+	if ok {
 		n, err := strconv.Atoi(rest)
 		if err != nil || n < 1 {
-			return 0, fmt.Errorf("%w: %q: want -N with N ≥ 1", ErrTarget, target)
+			return 0, fmt.Errorf("%w: %q: want -N with N ≥ 1", ErrTarget, "-"+rest)
 		}
 		// -1 is the newest generation before head's own state.
 		var back []Gen
@@ -88,7 +92,7 @@ func Resolve(j *journal.Journal, target string) (uint64, error) {
 			}
 		}
 		if n > len(back) {
-			return 0, fmt.Errorf("%w: %s: only %d generations back on the current path", ErrTarget, target, len(back))
+			return 0, fmt.Errorf("%w: -%s: only %d generations back on the current path", ErrTarget, rest, len(back))
 		}
 		return check(back[n-1].Rec.Seq)
 	}

@@ -207,19 +207,37 @@ step "Status" \
 run reynfs status
 
 # ===================================================================================
-# HOOK: history (inspect and rewind).
-# When `reynfs log` and `reynfs rewind` exist, this step will show the
-# generations cut above (`reynfs log`), rewind the workspace to the first
-# checkpoint ("initial version builds": ./bin/hello says "Hello" again, the
-# third note and the second git commit are gone), and undo that rewind.
-# Until then it only says so; do not call commands that do not exist yet.
-step_history() {
-	step "History: log and rewind (coming soon)" \
-		"reynfs log will list the generations cut above, and reynfs rewind will move" \
-		"the whole workspace (every file, .git/ and app.db included) back to one of them."
-	echo "    (not available in this build yet: this step is a placeholder)"
-}
-step_history
+# History: the timeline, a diff, the read-only views, a rewind and its undo.
+step "History: log, diff and the read-only views" \
+	"Every checkpoint is a generation; .reynfs/ (not listed by ls -a) shows any of them."
+run reynfs log
+run reynfs diff "initial version builds"
+sh "reynfs diff -p 'initial version builds' | sed -n '/greet.go/,/^--- /p' | head -n 12"
+sh "ls .reynfs/generations/"
+sh "diff .reynfs/generations/g2/greet/greet.go greet/greet.go || true"
+
+step "Rewind the whole workspace" \
+	"Back to the first checkpoint: sources, the binary, .git/ and app.db together." \
+	"The reset record is appended first; nothing is deleted."
+REWIND_OUT=$(reynfs rewind "initial version builds")
+printf '%s$ reynfs rewind %s%s\n' "$G" "'initial version builds'" "$N"
+sed 's/^/    /' <<<"$REWIND_OUT"
+run ./bin/hello
+run git log --oneline
+sh "sqlite3 app.db 'SELECT count(*) FROM notes;'"
+check_now() { if eval "$2"; then printf '    ok: %s\n' "$1"; else printf '%s    FAILED: %s%s\n' "$R" "$1" "$N"; exit 1; fi; }
+check_now "the old binary is back"       '[[ "$(./bin/hello)" == "Hello, reynfs!" ]]'
+check_now "git has one commit again"     '[[ $(git rev-list --count HEAD) == 1 ]]'
+check_now "the database has two notes"   '[[ $(sqlite3 app.db "SELECT count(*) FROM notes;") == 2 ]]'
+
+step "Undo the rewind" \
+	"The abandoned future is a branch (reynfs log --all); rewinding to the seq" \
+	"just before the reset record brings it back."
+UNDO=$(sed -n "s/.*undo with 'reynfs rewind \([0-9]*\)'.*/\1/p" <<<"$REWIND_OUT")
+[[ -n "$UNDO" ]] || { echo "demo: no undo hint in the rewind output"; exit 1; }
+run reynfs log --all
+run reynfs rewind "$UNDO"
+run ./bin/hello
 
 # ===================================================================================
 step "Unmount" \

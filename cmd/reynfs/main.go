@@ -17,13 +17,33 @@ var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
+	root := newRootCommand()
+	root.SetArgs(relativeTargets(os.Args[1:]))
+	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "usage: ")
 		fmt.Fprintln(os.Stderr, "reynfs: "+strings.Join(strings.Fields(msg), " "))
 	}
 	os.Exit(exitCode(err))
+}
+
+// relativeTargets lets "-N" (N generations back) be written as a target
+// without "--": no flag of reynfs is a digit, so a "-N" token before "--"
+// is a target, passed on in its other spelling "~N".
+func relativeTargets(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		out[i] = a
+		if len(a) > 1 && a[0] == '-' && strings.Trim(a[1:], "0123456789") == "" {
+			out[i] = "~" + a[1:]
+		}
+	}
+	return out
 }
 
 func newRootCommand() *cobra.Command {

@@ -76,12 +76,27 @@ func ClearDeadMount(point string) error {
 	if !strings.HasPrefix(m.FsType, "fuse") {
 		return nil // mounting over a non-FUSE mount is the user's business
 	}
-	var st syscall.Stat_t
-	err := syscall.Stat(point, &st)
-	if err == nil || !errors.Is(err, syscall.ENOTCONN) {
+	if !dead(point) {
 		return fmt.Errorf("%w: %s is already mounted (%s from %s); unmount it first", ErrUsage, point, m.FsType, m.Source)
 	}
 	return LazyUnmount(point)
+}
+
+// dead reports whether the FUSE mount at point has lost its daemon. statfs
+// goes to the daemon every time (stat may be answered from the kernel's
+// attribute cache for a second after the daemon died).
+func dead(point string) bool {
+	var st syscall.Statfs_t
+	return errors.Is(syscall.Statfs(point, &st), syscall.ENOTCONN)
+}
+
+// clearIfDead lazily unmounts a FUSE mount at point whose daemon is gone
+// (killed), so that the path can be used again; a live mount stays.
+func clearIfDead(point string) error {
+	if m, ok := FindMount(point); ok && strings.HasPrefix(m.FsType, "fuse") && dead(point) {
+		return LazyUnmount(point)
+	}
+	return nil
 }
 
 // LazyUnmount detaches the mount at point: directly as root, otherwise

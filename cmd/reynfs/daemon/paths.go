@@ -122,6 +122,9 @@ func realDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %v", ErrUsage, dir, err)
 	}
+	if err := clearIfDead(abs); err != nil { // a daemon killed with its mount on dir
+		return "", err
+	}
 	st, err := os.Stat(abs)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: no such directory", ErrUsage, dir)

@@ -71,6 +71,14 @@ func TestDiffThenRewind(t *testing.T) {
 			t.Fatalf("diff: %+v\n%s", cs, patch)
 		}
 	}
+	for range 2 {
+		if _, err := s.Rewind("first", true); err != nil {
+			t.Fatalf("dry run: %v", err)
+		}
+	}
+	if _, err := rewind.Cut(s.J, s.Live, rewind.KindManual, "after dry runs"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Rewind("first", false); err != nil {
 		t.Fatalf("rewind after diff: %v", err)
 	}
