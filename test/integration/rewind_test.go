@@ -24,12 +24,6 @@ import (
 
 // Rewind tests (issue 3: rewind, nested rewind, crash mid-rewind, cache
 // coherence, bad input, offline rewind, git and sqlite3 rewound).
-//
-// Checks that fail because of a known product bug run only with
-// REYNFS_KNOWN_BUGS=1; without it they log and the test works around them.
-
-// knownBugs reports whether checks of known product bugs run.
-func knownBugs() bool { return os.Getenv("REYNFS_KNOWN_BUGS") != "" }
 
 // rwState is a tree as the rewind tests compare it, by path relative to
 // the root: a file's content, rwDir for a directory, "-> target" after
@@ -293,15 +287,6 @@ func rwRemountAfterCrash(t testing.TB, m *Mount) {
 	m.waitDaemonGone()
 	if !isMounted(m.Dir) {
 		t.Fatalf("after the daemon died, %s is not mounted any more (want a dead mount)", m.Dir)
-	}
-	if !knownBugs() {
-		// Known bug: reynfs mount DIR over a dead mount of DIR fails with
-		// "DIR: no such directory" (exit 2): it stats DIR (ENOTCONN)
-		// before clearing the dead mount.
-		t.Logf("known bug: reynfs mount over a dead mount fails (no such directory); detaching %s first", m.Dir)
-		if err := syscall.Unmount(m.Dir, syscall.MNT_DETACH); err != nil {
-			t.Fatalf("umount -l %s: %v", m.Dir, err)
-		}
 	}
 	m.Mount()
 }
@@ -1112,29 +1097,16 @@ func TestRewindBadInput(t *testing.T) {
 	unchanged("after bad command lines")
 
 	// -N without "--" is a target too (the issue's syntax: reynfs rewind -1).
-	if r := m.Run("rewind", "--store", m.Store, "--dry-run", "--json", "-1"); knownBugs() {
+	{
+		r := m.Run("rewind", "--store", m.Store, "--dry-run", "--json", "-1")
 		var res rwRewound
 		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &res) != nil || res.Target != c2 {
 			t.Errorf("reynfs rewind --dry-run --json -1: exit %d, %q, %s; want a dry rewind to seq %d", r.Code, r.Stdout, r.Stderr, c2)
 		}
-	} else if r.Code != 0 {
-		t.Logf("known bug: reynfs rewind -1 (without --): exit %d: %s", r.Code, strings.TrimSpace(r.Stderr))
 	}
 	unchanged("after rewind -1 --dry-run")
 
 	// --dry-run says what it would do and does nothing.
-	if !knownBugs() {
-		// Known bug: a dry run (like 'reynfs diff X' of the live tree)
-		// computes the live root while the head is past the last commit of
-		// its objects and drops the new manifests; the tree's Merkle cache
-		// then believes they are stored: the next dry run fails ("object
-		// not found") and the next checkpoint records a root that is not in
-		// the store (the store no longer mounts). Work around it by starting
-		// from a checkpoint.
-		t.Log("known bug: rewind --dry-run with writes after the last generation loses the live root's objects; checkpointing first")
-		md.checkpoint("before dry runs")
-		head = rwHead(t, m)
-	}
 	for target, want := range map[string]uint64{"c1": c1, "g2": c1, "-1": c2, "-2": c1, strconv.FormatUint(c2, 10): c2} {
 		r := m.Run(rwRewindArgs(m, target, "--dry-run", "--json")...)
 		var res rwRewound
@@ -1269,10 +1241,6 @@ func TestRewindOffline(t *testing.T) {
 	rwRewind(t, m, "A")
 	m.Mount()
 	if d := rwDiff(stA, rwRead(t, m.Dir)); len(d) > 0 {
-		if knownBugs() {
-			t.Errorf("edit while unmounted, offline rewind A, mount: tree is not A:\n%s", truncList(d, 10))
-		} else {
-			t.Logf("known bug: edit while unmounted, offline rewind A, mount: tree is not A:\n%s", truncList(d, 10))
-		}
+		t.Errorf("edit while unmounted, offline rewind A, mount: tree is not A:\n%s", truncList(d, 10))
 	}
 }

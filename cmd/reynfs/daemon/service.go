@@ -267,7 +267,10 @@ func (s *Service) Rewind(target string, dry bool) (*rewind.Result, error) {
 	if s.RW != nil {
 		return s.RW.Rewind(seq, dry)
 	}
-	return rewind.RewindStore(s.J, seq, dry)
+	if dry {
+		return rewind.RewindStore(s.J, seq, true)
+	}
+	return rewindOffline(s.J, seq)
 }
 
 // Restore brings one path back from target into the live tree.
