@@ -62,6 +62,7 @@ type Status struct {
 
 // Gen describes a generation that was cut.
 type Gen struct {
+	ID    int    `json:"id"` // gN
 	Seq   uint64 `json:"seq"`
 	Kind  string `json:"kind"`
 	Label string `json:"label"`
@@ -86,7 +87,11 @@ func (d *Daemon) accept(ln net.Listener) {
 		if err != nil {
 			return
 		}
-		go d.handle(c)
+		d.handlers.Add(1)
+		go func() {
+			defer d.handlers.Done()
+			d.handle(c)
+		}()
 	}
 }
 
@@ -109,9 +114,17 @@ func (d *Daemon) handle(c net.Conn) {
 		if kind == "" {
 			kind = rewind.KindManual
 		}
+		if !validKind(kind) {
+			setErr(resp, fmt.Errorf("%w: --kind %q: want turn, plan-step, phase or manual", ErrUsage, kind))
+			break
+		}
 		g, err := rewind.Cut(d.j, d.live, kind, req.Label)
+		var gens []uint64
 		if err == nil {
-			resp.Generation = &Gen{Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}
+			gens, err = rewind.Generations(d.j)
+		}
+		if err == nil {
+			resp.Generation = &Gen{ID: len(gens), Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}
 		}
 		setErr(resp, err)
 	case "unmount":
@@ -121,6 +134,14 @@ func (d *Daemon) handle(c net.Conn) {
 		resp = Handle(d.svc, req)
 	}
 	_ = json.NewEncoder(c).Encode(resp)
+}
+
+func validKind(k string) bool {
+	switch k {
+	case rewind.KindTurn, rewind.KindPlanStep, rewind.KindPhase, rewind.KindManual:
+		return true
+	}
+	return false
 }
 
 // Handle answers the requests a Service serves (mounted or not).

@@ -54,6 +54,7 @@ type Daemon struct {
 	started     time.Time
 	bootNext    uint64 // inode allocation before Live exists (imports)
 	ln          net.Listener
+	handlers    sync.WaitGroup // control requests being answered
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -78,6 +79,9 @@ func Start(cfg Config) (*Daemon, error) {
 		_ = d.ln.Close()
 		_ = j.Close()
 		return nil, err
+	}
+	if err := rewind.Reindex(j); err != nil {
+		return fail(err)
 	}
 	t, err := d.prepare()
 	if err != nil {
@@ -308,7 +312,6 @@ func (d *Daemon) Err() error { return d.finalErr }
 // Serve answers the control socket until the daemon finishes or ctx ends
 // (then it unmounts as if asked).
 func (d *Daemon) Serve(ctx context.Context) error {
-	defer d.ln.Close()
 	go d.accept(d.ln)
 	select {
 	case <-d.done:
@@ -318,6 +321,15 @@ func (d *Daemon) Serve(ctx context.Context) error {
 			_ = LazyUnmount(d.cfg.Mountpoint)
 			<-d.done
 		}
+	}
+	// Let the requests in flight answer (the unmount request itself
+	// waits for its reply to be written) before the process exits.
+	_ = d.ln.Close()
+	waited := make(chan struct{})
+	go func() { d.handlers.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
 	}
 	return d.finalErr
 }
