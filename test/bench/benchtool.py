@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""Helpers of scripts/bench.sh that are awkward in bash.
+
+    benchtool.py gentree DIR FILES            make FILES small text files, 100 to a
+                                              directory (DIR/tNN/dNN/fNN.txt)
+    benchtool.py modify DIR FILES COUNT TAG   rewrite COUNT of them, chosen by TAG
+    benchtool.py fio JSON                     print "MiB/s IOPS" of a fio --output-format=json run
+    benchtool.py call STORE OP [LABEL]        one control-socket request to a reynfs
+                                              daemon; prints "SECONDS RESPONSE-JSON"
+    benchtool.py field KEY[,KEY...]           print field KEY of the JSON object on stdin
+    benchtool.py report RESULTS META [--md FILE] [--doc FILE]
+                                              medians, ratios and targets as tables
+
+Standard library only; every output is deterministic for the same arguments
+(gentree and modify write the same bytes on every target).
+"""
+
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+
+
+# --- trees ---------------------------------------------------------------------------------
+
+def file_path(root, i):
+    return os.path.join(root, "t%02d" % (i // 10000), "d%02d" % (i // 100 % 100), "f%02d.txt" % (i % 100))
+
+
+def content(i, tag):
+    # 200 B to about 4 KiB of source-like text that differs per file and tag.
+    lines = 4 + (i * 7919) % 90
+    head = "// file %d version %s\n" % (i, tag)
+    body = "".join("line %d of file %d: the quick brown fox %d\n" % (k, i, (i * k) % 997) for k in range(lines))
+    return (head + body).encode()
+
+
+def gentree(root, files):
+    for i in range(files):
+        p = file_path(root, i)
+        if i % 100 == 0:
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(content(i, "0"))
+
+
+def chosen(files, count, tag):
+    # count distinct files spread over the tree, a different set per tag
+    stride = max(files // count, 1)
+    off = sum(map(ord, tag)) * 31
+    return sorted({(k * stride + off) % files for k in range(count)})
+
+
+def modify(root, files, count, tag):
+    for i in chosen(files, count, tag):
+        with open(file_path(root, i), "wb") as f:
+            f.write(content(i, tag))
+
+
+# --- fio -------------------------------------------------------------------------------------
+
+def fio(path):
+    with open(path) as f:
+        text = f.read()
+    # fio may print notes before the JSON document
+    doc = json.loads(text[text.index("{"):])
+    job = doc["jobs"][0]
+    bw = iops = 0.0
+    for d in ("read", "write"):
+        bw += job[d]["bw_bytes"]
+        iops += job[d]["iops"]
+    print("%.3f %.1f" % (bw / 2**20, iops))
+
+
+# --- control socket --------------------------------------------------------------------------
+
+def socket_path(store):
+    p = os.path.join(store, "control.sock")
+    if len(p) < 104:
+        return p
+    import hashlib
+    h = hashlib.sha256(store.encode()).hexdigest()[:20]
+    return "/tmp/reynfs-%d/%s.sock" % (os.getuid(), h)
+
+
+def call(store, op, label=None):
+    req = {"op": op}
+    if label:
+        req["label"] = label
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    t0 = time.perf_counter()
+    s.connect(socket_path(store))
+    s.sendall((json.dumps(req) + "\n").encode())
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    took = time.perf_counter() - t0
+    s.close()
+    resp = json.loads(buf)
+    if resp.get("error"):
+        print("daemon: %s" % resp["error"], file=sys.stderr)
+        sys.exit(1)
+    print("%.6f %s" % (took, json.dumps(resp, separators=(",", ":"))))
+
+
+# --- report ----------------------------------------------------------------------------------
+
+# Rows of the side-by-side table: key, label, kind ("time": lower is better;
+# "rate": higher is better), target on reynfs/loopback, target on
+# reynfs/native (None: none).
+SIDE = [
+    ("fio-seqwrite", "fio seq write bs=1M end_fsync", "rate", 0.8, None),
+    ("fio-seqread-cold", "fio seq read bs=1M, cold", "rate", 0.8, None),
+    ("fio-seqread-warm", "fio seq read bs=1M, warm", "rate", 0.8, None),
+    ("fio-randread", "fio rand read 4k", "rate", None, None),
+    ("fio-randwrite", "fio rand write 4k", "rate", None, None),
+    ("fio-fsync4k", "fio 4k write + fsync each", "rate", 1.0, None),
+    ("tar-x", "tar x (Go src)", "time", 1.0, 3.0),
+    ("find-cold", "find, cold", "time", 1.0, 3.0),
+    ("find-warm", "find, warm", "time", 1.0, 3.0),
+    ("du-cold", "du -s, cold", "time", 1.0, 3.0),
+    ("du-warm", "du -s, warm", "time", 1.0, 3.0),
+    ("git-commit", "git init && add -A && commit", "time", 1.0, 3.0),
+    ("git-status", "git status (clean)", "time", 1.0, 3.0),
+    ("rm-rf", "rm -rf the tree", "time", 1.0, 3.0),
+    ("go-build", "go build (small module, 5 pkgs)", "time", None, None),
+]
+TARGETS = ["native", "loopback", "reynfs"]
+
+
+def load(results):
+    data = {}
+    with open(results) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 5:
+                continue
+            key, target, _run, value, unit = parts
+            entry = data.setdefault((key, target), {"values": [], "unit": unit})
+            if value not in ("", "nan", "NaN"):
+                entry["values"].append(float(value))
+            else:
+                entry["failed"] = entry.get("failed", 0) + 1
+    return data
+
+
+def med(data, key, target):
+    e = data.get((key, target))
+    if not e or not e["values"]:
+        return None
+    return statistics.median(e["values"])
+
+
+def unit(data, key, target):
+    e = data.get((key, target))
+    return e["unit"] if e else ""
+
+
+def fmt(v, u=""):
+    if v is None:
+        return "n/a"
+    if u == "s":
+        if v < 1:
+            return "%.1f ms" % (v * 1e3)
+        return "%.2f s" % v
+    if u == "MiB/s":
+        return "%.0f MiB/s" % v if v >= 100 else "%.1f MiB/s" % v
+    if u == "IOPS":
+        return "%.0f IOPS" % v
+    if u == "MiB":
+        return "%.1f MiB" % v
+    return "%.3g %s" % (v, u)
+
+
+def ratio(data, key, a, b):
+    x, y = med(data, key, a), med(data, key, b)
+    if x is None or y is None or y == 0:
+        return None
+    return x / y
+
+
+def verdict(ok):
+    return "n/a" if ok is None else ("met" if ok else "**missed**")
+
+
+def side_table(data, out):
+    out.append("| workload | native | loopback | reynfs | reynfs/native | reynfs/loopback | target | |")
+    out.append("| --- | --: | --: | --: | --: | --: | --- | --- |")
+    for key, label, kind, t_loop, t_native in SIDE:
+        if not any((key, t) in data for t in TARGETS):
+            continue
+        u = unit(data, key, "reynfs") or unit(data, key, "native")
+        rn, rl = ratio(data, key, "reynfs", "native"), ratio(data, key, "reynfs", "loopback")
+        want, oks = [], []
+        if t_loop is not None:
+            if kind == "rate":
+                want.append("r/lb >= %.1f" % t_loop)
+                oks.append(None if rl is None else rl >= t_loop)
+            else:
+                want.append("r/lb < %.1f" % t_loop)
+                oks.append(None if rl is None else rl < t_loop)
+        if t_native is not None:
+            want.append("r/native <= %.0f" % t_native)
+            oks.append(None if rn is None else rn <= t_native)
+        ok = None if not oks or None in oks else all(oks)
+        note = " (%s)" % ("higher is better" if kind == "rate" else "time")
+        fail = sum(data.get((key, t), {}).get("failed", 0) for t in TARGETS)
+        if fail:
+            note += " (%d failed runs)" % fail
+        out.append("| %s%s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label, note,
+            fmt(med(data, key, "native"), u), fmt(med(data, key, "loopback"), u), fmt(med(data, key, "reynfs"), u),
+            "n/a" if rn is None else "%.2f" % rn, "n/a" if rl is None else "%.2f" % rl,
+            ", ".join(want) or "(none)", verdict(ok) if want else ""))
+
+
+def history_tables(data, meta, out):
+    sizes = sorted({int(k.split("-")[1]) for (k, _t) in data if k.startswith("ckpt-")})
+    if sizes:
+        big = max(sizes)
+        out.append("")
+        out.append("Checkpoint with 10 files changed (reynfs: `reynfs checkpoint` wall time, and the daemon's")
+        out.append("control-socket round trip without process start; shadow-git: `git --git-dir=X --work-tree=DIR")
+        out.append("add -A && git commit` on a native copy of the same tree):")
+        out.append("")
+        out.append("| files | reynfs checkpoint (CLI) | reynfs checkpoint (socket) | shadow-git add+commit | shadow-git/reynfs (CLI) | shadow-git/reynfs (socket) |")
+        out.append("| --: | --: | --: | --: | --: | --: |")
+        for n in sizes:
+            k = "ckpt-%d" % n
+            cli, sock, git = med(data, k, "reynfs-cli"), med(data, k, "reynfs-socket"), med(data, k, "shadow-git")
+            out.append("| %d | %s | %s | %s | %s | %s |" % (
+                n, fmt(cli, "s"), fmt(sock, "s"), fmt(git, "s"),
+                "n/a" if not (cli and git) else "%.0fx" % (git / cli),
+                "n/a" if not (sock and git) else "%.0fx" % (git / sock)))
+        out.append("")
+        out.append("Rewind with 100 files changed since the checkpoint (reynfs: `reynfs rewind SEQ` wall time and the")
+        out.append("daemon's own `Took`; git: `git reset --hard -q && git clean -fdxq` with the shadow git dir):")
+        out.append("")
+        out.append("| files | reynfs rewind (CLI) | reynfs rewind (daemon) | git reset --hard + clean | git/reynfs (CLI) |")
+        out.append("| --: | --: | --: | --: | --: |")
+        for n in sizes:
+            k = "rewind-%d" % n
+            cli, took, git = med(data, k, "reynfs-cli"), med(data, k, "reynfs-daemon"), med(data, k, "git")
+            out.append("| %d | %s | %s | %s | %s |" % (
+                n, fmt(cli, "s"), fmt(took, "s"), fmt(git, "s"),
+                "n/a" if not (cli and git) else "%.2fx" % (git / cli)))
+    return sizes
+
+
+def targets_table(data, meta, sizes, out):
+    rows = []
+    if sizes:
+        big = max(sizes)
+        scaled = "" if big >= 100000 else " (scaled down: %d files, not 100k)" % big
+        k = "ckpt-%d" % big
+        cli, sock, git = med(data, k, "reynfs-cli"), med(data, k, "reynfs-socket"), med(data, k, "shadow-git")
+        rows.append(("checkpoint, 10 changed, at %d files%s" % (big, scaled), "< 10 ms",
+                     "CLI %s, socket %s" % (fmt(cli, "s"), fmt(sock, "s")),
+                     None if sock is None else sock < 0.010))
+        rows.append(("checkpoint vs shadow-git at %d files" % big, ">= 100x faster",
+                     "CLI %s, socket %s" % ("n/a" if not (cli and git) else "%.0fx" % (git / cli),
+                                            "n/a" if not (sock and git) else "%.0fx" % (git / sock)),
+                     None if not (sock and git) else git / sock >= 100))
+        k = "rewind-%d" % big
+        cli, took, git = med(data, k, "reynfs-cli"), med(data, k, "reynfs-daemon"), med(data, k, "git")
+        rows.append(("rewind, 100 changed, at %d files%s" % (big, scaled), "< 100 ms",
+                     "CLI %s, daemon %s" % (fmt(cli, "s"), fmt(took, "s")),
+                     None if took is None else took < 0.100))
+        rows.append(("rewind vs git reset --hard + clean at %d files" % big, "faster",
+                     "%s vs %s" % (fmt(cli, "s"), fmt(git, "s")),
+                     None if not (cli and git) else cli < git))
+    st, gl, gp = med(data, "store-size", "reynfs"), med(data, "store-size", "git-loose"), med(data, "store-size", "git-packed")
+    if st is not None:
+        rows.append(("store size, 100 generations of %s files, 10 changed each" % meta.get("STORE_FILES", "?"),
+                     "<= .git", "%s vs .git %s loose, %s after git gc" % (fmt(st, "MiB"), fmt(gl, "MiB"), fmt(gp, "MiB")),
+                     None if gp is None else st <= gp))
+    rss = med(data, "rss", "reynfs")
+    if rss is not None:
+        n = meta.get("RSS_FILES", "?")
+        scaled = "" if n == "100000" else " (scaled down: not 100k)"
+        rows.append(("daemon RSS with %s files mounted%s" % (n, scaled), "< 300 MiB",
+                     "%s (peak %s)" % (fmt(rss, "MiB"), fmt(med(data, "rss-peak", "reynfs"), "MiB")), rss < 300))
+    rec = med(data, "recovery", "reynfs")
+    if rec is not None:
+        n = meta.get("RECOVERY_RECORDS", "?")
+        scaled = "" if int(n or 0) >= 100000 else " (scaled down: not 100k)"
+        rows.append(("recovery after kill -9, %s records since the last generation%s" % (n, scaled), "< 2 s",
+                     "%s (mount wall time)" % fmt(rec, "s"), rec < 2.0))
+    if not rows:
+        return
+    out.append("")
+    out.append("| target | wanted | measured | |")
+    out.append("| --- | --- | --- | --- |")
+    for what, want, got, ok in rows:
+        out.append("| %s | %s | %s | %s |" % (what, want, got, verdict(ok)))
+
+
+def extra_table(data, meta, out):
+    lines = []
+    imports = sorted((int(k.split(":")[1]), k) for (k, _t) in data if k.startswith("import:"))
+    for n, k in imports:
+        lines.append(("reynfs: first mount (import) of the %d-file tree" % n, fmt(med(data, k, "reynfs"), "s")))
+    if ("gen-ckpt", "reynfs") in data:
+        lines.append(("reynfs: `reynfs checkpoint` per generation in the store-size run (%s files)" % meta.get("STORE_FILES", "?"),
+                      fmt(med(data, "gen-ckpt", "reynfs"), "s")))
+    if ("gen-git", "shadow-git") in data:
+        lines.append(("shadow-git: add -A + commit per generation in the store-size run",
+                      fmt(med(data, "gen-git", "shadow-git"), "s")))
+    if ("recovery-before", "reynfs") in data:
+        lines.append(("records since the last generation when the daemon was killed",
+                      "%.0f" % med(data, "recovery-before", "reynfs")))
+    if meta.get("SRC_FILES"):
+        lines.append(("files in the tar x tree", meta["SRC_FILES"]))
+    if lines:
+        out.append("")
+        out.append("| also measured | |")
+        out.append("| --- | --: |")
+        out.extend("| %s | %s |" % l for l in lines)
+
+
+def report(results, metafile, md=None, doc=None):
+    data = load(results)
+    meta = {}
+    with open(metafile) as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                meta[k] = v
+    out = []
+    out.append("Mode: **%s**, %s runs per cell, interleaved native/loopback/reynfs; medians." % (
+        meta.get("MODE", "?"), meta.get("RUNS", "?")))
+    if meta.get("SCALED"):
+        out.append("")
+        out.append("Scaled down in this mode: %s." % meta["SCALED"])
+    out.append("")
+    side_table(data, out)
+    sizes = history_tables(data, meta, out)
+    targets_table(data, meta, sizes, out)
+    extra_table(data, meta, out)
+    micro = meta.get("MICRO_FILE")
+    if micro and os.path.exists(micro):
+        out.append("")
+        out.append("Go micro-benchmarks (`%s`):" % meta.get("MICRO_CMD", "go test -bench"))
+        out.append("")
+        out.append("```")
+        with open(micro) as f:
+            for line in f:
+                if line.startswith(("Benchmark", "pkg:", "ok", "FAIL", "---")):
+                    out.append(line.rstrip("\n"))
+        out.append("```")
+    text = "\n".join(out) + "\n"
+    sys.stdout.write(text)
+    if md:
+        with open(md, "w") as f:
+            f.write(text)
+    if doc:
+        splice(doc, meta, text)
+
+
+def splice(doc, meta, text):
+    """Replace the part of doc between the bench markers with this run."""
+    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+    block = [begin, "", "Machine: %s" % meta.get("MACHINE", "?"), "",
+             "Command: `%s` (%s)" % (meta.get("COMMAND", "?"), meta.get("DATE", "?")), "", text.rstrip("\n"), "", end]
+    try:
+        with open(doc) as f:
+            cur = f.read()
+    except FileNotFoundError:
+        cur = "# Benchmarks\n\n%s\n%s\n" % (begin, end)
+    if begin not in cur or end not in cur:
+        cur = cur.rstrip("\n") + "\n\n%s\n%s\n" % (begin, end)
+    head, rest = cur.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(doc, "w") as f:
+        f.write(head + "\n".join(block) + tail)
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    cmd, args = argv[1], argv[2:]
+    if cmd == "gentree" and len(args) == 2:
+        gentree(args[0], int(args[1]))
+    elif cmd == "modify" and len(args) == 4:
+        modify(args[0], int(args[1]), int(args[2]), args[3])
+    elif cmd == "fio" and len(args) == 1:
+        fio(args[0])
+    elif cmd == "call" and len(args) in (2, 3):
+        call(args[0], args[1], args[2] if len(args) == 3 else None)
+    elif cmd == "field" and len(args) == 1:
+        # KEY may list alternatives (a,b): the first one present is printed
+        doc = json.load(sys.stdin)
+        for k in args[0].split(","):
+            if k in doc:
+                print(doc[k])
+                return 0
+        print("field: none of %s in the JSON" % args[0], file=sys.stderr)
+        return 1
+    elif cmd == "report" and len(args) >= 2:
+        md = doc = None
+        rest = args[2:]
+        while rest:
+            flag, value, rest = rest[0], rest[1], rest[2:]
+            if flag == "--md":
+                md = value
+            elif flag == "--doc":
+                doc = value
+            else:
+                print("report: unknown flag %s" % flag, file=sys.stderr)
+                return 2
+        report(args[0], args[1], md, doc)
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
