@@ -17,6 +17,12 @@ var ErrNoState = errors.New("store holds no generation to start from")
 // the nearest generation at or before x on x's own path, plus replay of
 // that path's records up to x. Crash recovery is Reconstruct(head).
 func Reconstruct(j *journal.Journal, x uint64) (*tree.Tree, error) {
+	if x > j.Durable() {
+		// Replay reads committed records: wait for those up to x.
+		if err := j.Sync(); err != nil {
+			return nil, fmt.Errorf("reconstruct %d: %w", x, err)
+		}
+	}
 	resets, err := j.Resets()
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct %d: %w", x, err)
