@@ -35,14 +35,16 @@ func genKey(seq uint64) []byte {
 	return k
 }
 
-// Cut cuts a generation of the live tree at the current seq: it journals
-// all buffered writes, computes the Merkle root (only what changed since
+// Cut cuts a generation at the current seq: it journals buffered writes,
+// computes the tree's Merkle root (incrementally: only what changed since
 // the last cut), and appends the generation record with the new inode
-// objects, synced. It holds the live lock throughout, so the cut is
-// consistent: every record up to its seq and none after.
-func Cut(j *journal.Journal, live *tree.Live, kind, label string) (*journal.Record, error) {
+// objects and every agent's current state, synced. It holds the live lock
+// throughout, so the cut is consistent: every record up to its seq and
+// none after, for the tree and the agent states alike.
+func (rw *Rewinder) Cut(kind, label string) (*journal.Record, error) {
+	j, live := rw.J, rw.Live
 	live.Lock()
-	r, err := cutLocked(j, live, kind, label)
+	r, err := rw.cutLocked(kind, label)
 	live.Unlock()
 	if err != nil {
 		return nil, err
@@ -56,7 +58,8 @@ func Cut(j *journal.Journal, live *tree.Live, kind, label string) (*journal.Reco
 	return r, nil
 }
 
-func cutLocked(j *journal.Journal, live *tree.Live, kind, label string) (*journal.Record, error) {
+func (rw *Rewinder) cutLocked(kind, label string) (*journal.Record, error) {
+	live := rw.Live
 	if err := live.FlushAllLocked(tree.Caller{}); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
@@ -65,8 +68,8 @@ func cutLocked(j *journal.Journal, live *tree.Live, kind, label string) (*journa
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
 	r := &journal.Record{Op: journal.OpGeneration, Time: time.Now().UnixNano(),
-		GenKind: kind, Label: label, Root: root, NextIno: live.NextInoLocked()}
-	j.Enqueue(r, blobs)
+		GenKind: kind, Label: label, Root: root, NextIno: live.NextInoLocked(), Agents: rw.agents().Refs()}
+	rw.J.Enqueue(r, blobs)
 	return r, nil
 }
 
@@ -96,4 +99,28 @@ func Generations(j *journal.Journal) ([]uint64, error) {
 		return nil
 	})
 	return out, err
+}
+
+// Reindex indexes the generation records past the newest indexed one: a
+// crash between appending a generation and indexing it (a checkpoint, or
+// a rewind killed after its swap) leaves one unindexed. Run at open.
+func Reindex(j *journal.Journal) error {
+	gens, err := Generations(j)
+	if err != nil {
+		return err
+	}
+	var from uint64 = 1
+	if len(gens) > 0 {
+		from = gens[len(gens)-1] + 1
+	}
+	err = j.Iter(from, func(r *journal.Record) error {
+		if r.Op != journal.OpGeneration {
+			return nil
+		}
+		return indexGeneration(j, r.Seq)
+	})
+	if err != nil {
+		return fmt.Errorf("reindex generations: %w", err)
+	}
+	return nil
 }

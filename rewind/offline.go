@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/journal"
 )
 
@@ -45,8 +46,17 @@ func RewindStore(j *journal.Journal, target uint64, dry bool) (*Result, error) {
 	now := time.Now().UnixNano()
 	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
 	j.Enqueue(reset, oldBlobs)
+	gens, err := Generations(j)
+	if err != nil {
+		return nil, err
+	}
+	states, err := agents.StatesAt(j, target, gens)
+	if err != nil {
+		return nil, err
+	}
 	g := &journal.Record{Op: journal.OpGeneration, Time: now, GenKind: KindRewind,
-		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: nt.MaxIno() + 1}
+		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: nt.MaxIno() + 1,
+		Agents: agents.Refs(states)}
 	j.Enqueue(g, newBlobs)
 	if err := j.Sync(); err != nil {
 		return nil, fmt.Errorf("rewind: %w", err)

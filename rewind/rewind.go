@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs/tree"
 	"github.com/reynfs/reynfs/journal"
@@ -43,10 +44,18 @@ func fault(point string) {
 
 // Rewinder serializes rewinds of one live tree.
 type Rewinder struct {
-	mu   sync.Mutex
-	J    *journal.Journal
-	Live *tree.Live
-	Inv  Invalidator // nil when nothing is mounted
+	mu     sync.Mutex
+	J      *journal.Journal
+	Live   *tree.Live
+	Inv    Invalidator      // nil when nothing is mounted
+	Agents *agents.Registry // the agents' current states; nil: none saved yet
+}
+
+func (rw *Rewinder) agents() *agents.Registry {
+	if rw.Agents == nil {
+		rw.Agents = agents.NewRegistry(nil)
+	}
+	return rw.Agents
 }
 
 // Rewind moves the live workspace to the state at seq target: it journals
@@ -83,6 +92,16 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 		return nil, err
 	}
 	newRoot, newBlobs, err := nt.Root()
+	if err != nil {
+		live.Unlock()
+		return nil, err
+	}
+	gens, err := Generations(j)
+	if err != nil {
+		live.Unlock()
+		return nil, err
+	}
+	states, err := agents.StatesAt(j, target, gens)
 	if err != nil {
 		live.Unlock()
 		return nil, err
@@ -124,10 +143,12 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	res.Reset = reset.Seq
 	fault("after-reset")
 	g := &journal.Record{Op: journal.OpGeneration, Time: now, GenKind: KindRewind,
-		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: live.NextInoLocked()}
+		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: live.NextInoLocked(),
+		Agents: agents.Refs(states)}
 	j.Enqueue(g, newBlobs)
 	fault("mid-swap")
 	live.Swap(nt)
+	rw.agents().Reset(states)
 	err = j.Sync()
 	live.Unlock()
 	if err != nil {

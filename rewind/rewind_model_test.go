@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/reynfs/reynfs/agents"
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs/tree"
 	"github.com/reynfs/reynfs/journal"
 )
@@ -108,7 +110,47 @@ func (w *workspace) open(t *testing.T) {
 	// The daemon keeps the inode ceiling in meta; a high start is enough here.
 	next := max(tr.MaxIno()+1, 1<<20+w.j.Head())
 	w.live = tree.NewLive(tr, w.j, next, next-1+1<<20, func(uint64) error { return nil })
-	w.rw = &Rewinder{J: w.j, Live: w.live}
+	gens, err := Generations(w.j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := agents.StatesAt(w.j, w.j.Head(), gens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.rw = &Rewinder{J: w.j, Live: w.live, Agents: agents.NewRegistry(states)}
+}
+
+// withAgents adds the agents' states to a tree state, as "agent:NAME".
+func withAgents(t *testing.T, j *journal.Journal, s state, states map[string]cas.Hash) state {
+	t.Helper()
+	out := maps.Clone(s)
+	for name, h := range states {
+		b, err := j.Objects().Get(h)
+		if err != nil {
+			t.Fatalf("agent %s state %s: %v", name, h.Short(), err)
+		}
+		out["agent:"+name] = "s:" + string(b)
+	}
+	return out
+}
+
+// stateAt is the tree and agent states at seq x, reconstructed.
+func stateAt(t *testing.T, w *workspace, x uint64) (state, error) {
+	t.Helper()
+	tr, err := Reconstruct(w.j, x)
+	if err != nil {
+		return nil, err
+	}
+	gens, err := Generations(w.j)
+	if err != nil {
+		return nil, err
+	}
+	st, err := agents.StatesAt(w.j, x, gens)
+	if err != nil {
+		return nil, err
+	}
+	return withAgents(t, w.j, snapshotTree(t, tr), st), nil
 }
 
 func (w *workspace) close(t *testing.T) {
@@ -237,7 +279,7 @@ func runRewindModel(t *testing.T, seed uint64, steps int) {
 	check := func() {
 		t.Helper()
 		w.live.Lock()
-		got := snapshotTree(t, w.live.Tree())
+		got := withAgents(t, w.j, snapshotTree(t, w.live.Tree()), w.rw.Agents.States())
 		w.live.Unlock()
 		if d := diffStates(current, got); d != "" {
 			fail("live tree differs from the model: %s", d)
@@ -246,16 +288,34 @@ func runRewindModel(t *testing.T, seed uint64, steps int) {
 	for i := range steps {
 		before := w.j.Head()
 		switch k := rng.IntN(20); {
-		case k < 14:
+		case k < 13:
 			log = append(log, w.step(rng, i))
 			w.live.Lock()
-			current = snapshotTree(t, w.live.Tree()) // the tree model checks single ops
+			tr := snapshotTree(t, w.live.Tree()) // the tree model checks single ops
 			w.live.Unlock()
+			next := maps.Clone(tr)
+			for p, v := range current {
+				if strings.HasPrefix(p, "agent:") {
+					next[p] = v
+				}
+			}
+			current = next
 			if h := w.j.Head(); h != before {
 				states[h] = current
 			}
+		case k < 14:
+			name := []string{"planner", "coder"}[rng.IntN(2)]
+			data := fmt.Sprintf("%s state %d", name, i)
+			seq, _, err := w.rw.Agents.Save(w.j, w.live, name, []byte(data))
+			if err != nil {
+				fail("agent save: %v", err)
+			}
+			current = maps.Clone(current)
+			current["agent:"+name] = "s:" + data
+			states[seq] = current
+			log = append(log, fmt.Sprintf("agent %s saved at %d", name, seq))
 		case k < 16:
-			g, err := Cut(w.j, w.live, KindManual, fmt.Sprint("cp", i))
+			g, err := w.rw.Cut(KindManual, fmt.Sprint("cp", i))
 			if err != nil {
 				fail("checkpoint: %v", err)
 			}
@@ -284,11 +344,11 @@ func runRewindModel(t *testing.T, seed uint64, steps int) {
 			}
 			// Every state ever seen stays reconstructable, abandoned or not.
 			probe := seqs[rng.IntN(len(seqs))]
-			tr, err := Reconstruct(w.j, probe)
+			got, err := stateAt(t, w, probe)
 			if err != nil {
 				fail("reconstruct %d: %v", probe, err)
 			}
-			if d := diffStates(states[probe], snapshotTree(t, tr)); d != "" {
+			if d := diffStates(states[probe], got); d != "" {
 				fail("reconstruct(%d) differs from the model: %s", probe, d)
 			}
 		default:
@@ -300,11 +360,11 @@ func runRewindModel(t *testing.T, seed uint64, steps int) {
 	}
 	// Finally every recorded state, through reconstruct.
 	for _, s := range slices.Sorted(maps.Keys(states)) {
-		tr, err := Reconstruct(w.j, s)
+		got, err := stateAt(t, w, s)
 		if err != nil {
 			fail("reconstruct %d: %v", s, err)
 		}
-		if d := diffStates(states[s], snapshotTree(t, tr)); d != "" {
+		if d := diffStates(states[s], got); d != "" {
 			fail("final reconstruct(%d) differs from the model: %s", s, d)
 		}
 	}

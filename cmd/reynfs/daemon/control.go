@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/rewind"
 )
 
@@ -26,6 +27,7 @@ type Request struct {
 	All    bool   `json:"all,omitempty"`
 	WAL    bool   `json:"wal,omitempty"`
 	Patch  bool   `json:"patch,omitempty"` // diff: unified diff of the files
+	Data   []byte `json:"data,omitempty"`  // agent-save: the state
 }
 
 // Response is the JSON line answering a Request.
@@ -37,6 +39,8 @@ type Response struct {
 	Log        *LogResult            `json:"log,omitempty"`
 	Changes    []rewind.Change       `json:"changes,omitempty"`
 	Patch      string                `json:"patch,omitempty"`
+	Agents     []AgentState          `json:"agents,omitempty"`
+	Data       []byte                `json:"data,omitempty"`
 	Rewind     *rewind.Result        `json:"rewind,omitempty"`
 	Restore    *rewind.RestoreResult `json:"restore,omitempty"`
 	Record     *RecordLine           `json:"record,omitempty"`
@@ -118,7 +122,7 @@ func (d *Daemon) handle(c net.Conn) {
 			setErr(resp, fmt.Errorf("%w: --kind %q: want turn, plan-step, phase or manual", ErrUsage, kind))
 			break
 		}
-		g, err := rewind.Cut(d.j, d.live, kind, req.Label)
+		g, err := d.svc.RW.Cut(kind, req.Label)
 		var gens []uint64
 		if err == nil {
 			gens, err = rewind.Generations(d.j)
@@ -159,6 +163,12 @@ func Handle(s *Service, req Request) *Response {
 		resp.Seq, err = s.Export(req.Target, req.Dir)
 	case "rewind":
 		resp.Rewind, err = s.Rewind(req.Target, req.Dry)
+	case "agent-save":
+		resp.Seq, err = s.AgentSave(req.Label, req.Data)
+	case "agent-list":
+		resp.Agents, resp.Seq, err = s.AgentStates(req.Target)
+	case "agent-show":
+		resp.Data, err = s.AgentShow(req.Label, req.Target)
 	case "restore":
 		resp.Restore, err = s.Restore(req.Path, req.Target)
 	default:
@@ -185,7 +195,7 @@ const (
 
 func codeOf(err error) int {
 	switch {
-	case errors.Is(err, ErrUsage):
+	case errors.Is(err, ErrUsage), errors.Is(err, agents.ErrName):
 		return codeUsage
 	case errors.Is(err, rewind.ErrTarget):
 		return codeTarget

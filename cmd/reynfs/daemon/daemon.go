@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs"
 	"github.com/reynfs/reynfs/fs/tree"
@@ -95,7 +96,15 @@ func Start(cfg Config) (*Daemon, error) {
 	d.live = tree.NewLive(t, j, next, next-1, func(c uint64) error {
 		return j.SetMeta(metaInoCeil, []byte(strconv.FormatUint(c, 10)))
 	})
-	rw := &rewind.Rewinder{J: j, Live: d.live}
+	gens, err := rewind.Generations(j)
+	if err != nil {
+		return fail(err)
+	}
+	states, err := agents.StatesAt(j, j.Head(), gens)
+	if err != nil {
+		return fail(err)
+	}
+	rw := &rewind.Rewinder{J: j, Live: d.live, Agents: agents.NewRegistry(states)}
 	d.svc = &Service{J: j, Live: d.live, RW: rw}
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
 		History: history{d.svc}, Debug: cfg.Debug})
@@ -284,7 +293,7 @@ func (d *Daemon) Unmount() error {
 func (d *Daemon) finish() {
 	d.unmountOnce.Do(func() {
 		defer close(d.done)
-		g, err := rewind.Cut(d.j, d.live, rewind.KindAuto, "unmount")
+		g, err := d.svc.RW.Cut(rewind.KindAuto, "unmount")
 		if err == nil {
 			d.live.Lock()
 			t := d.live.Tree()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs/tree"
 	"github.com/reynfs/reynfs/journal"
@@ -309,4 +310,65 @@ func (s *Service) Show(target string) (*RecordLine, *LogEntry, error) {
 		}
 	}
 	return line, nil, nil
+}
+
+// AgentState is one agent's saved state.
+type AgentState struct {
+	Name  string   `json:"name"`
+	State cas.Hash `json:"state"`
+}
+
+// AgentSave publishes an agent's runtime state as one record.
+func (s *Service) AgentSave(name string, state []byte) (uint64, error) {
+	if s.RW != nil && s.RW.Agents != nil {
+		seq, _, err := s.RW.Agents.Save(s.J, s.Live, name, state)
+		return seq, err
+	}
+	seq, _, err := agents.NewRegistry(nil).Save(s.J, nil, name, state)
+	return seq, err
+}
+
+// AgentStates lists every agent's state at target ("" : now), by name.
+func (s *Service) AgentStates(target string) ([]AgentState, uint64, error) {
+	var states map[string]cas.Hash
+	seq := s.J.Head()
+	if target == "" && s.RW != nil && s.RW.Agents != nil {
+		states = s.RW.Agents.States()
+	} else {
+		if target != "" {
+			var err error
+			if seq, err = rewind.Resolve(s.J, target); err != nil {
+				return nil, 0, err
+			}
+		}
+		gens, err := rewind.Generations(s.J)
+		if err != nil {
+			return nil, 0, err
+		}
+		if states, err = agents.StatesAt(s.J, seq, gens); err != nil {
+			return nil, 0, err
+		}
+	}
+	var out []AgentState
+	for _, r := range agents.Refs(states) {
+		out = append(out, AgentState{Name: r.Name, State: r.State})
+	}
+	return out, seq, nil
+}
+
+// AgentShow returns one agent's state at target ("" : now).
+func (s *Service) AgentShow(name, target string) ([]byte, error) {
+	if err := agents.CheckName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	list, seq, err := s.AgentStates(target)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range list {
+		if a.Name == name {
+			return s.J.Objects().Get(a.State)
+		}
+	}
+	return nil, fmt.Errorf("%w: agent %s has no saved state at seq %d", ErrUsage, name, seq)
 }

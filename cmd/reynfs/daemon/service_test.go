@@ -57,7 +57,7 @@ func TestDiffThenRewind(t *testing.T) {
 		}
 	}
 	write("one\ntwo\n")
-	g, err := rewind.Cut(s.J, s.Live, rewind.KindManual, "first")
+	g, err := s.RW.Cut(rewind.KindManual, "first")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestDiffThenRewind(t *testing.T) {
 			t.Fatalf("dry run: %v", err)
 		}
 	}
-	if _, err := rewind.Cut(s.J, s.Live, rewind.KindManual, "after dry runs"); err != nil {
+	if _, err := s.RW.Cut(rewind.KindManual, "after dry runs"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Rewind("first", false); err != nil {

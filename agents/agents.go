@@ -1,0 +1,162 @@
+// Package agents keeps the runtime state agents publish beside the file
+// tree. An agent saves its state (a plan, a conversation cursor, whatever
+// it needs to resume) as a blob; the save is one OpAgentState record in the
+// same journal as the file operations, so it has a seq like everything
+// else. A generation records every agent's latest state with the tree root
+// at one seq, and a rewind brings both back together: the state of agent A
+// at seq X is the last save of A on X's active path at or before X.
+//
+// Not built yet: processes started with `reynfs run` and cancelling them
+// on rewind (DESIGN.md, ADR D4).
+package agents
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"unicode"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
+)
+
+// MaxState bounds one saved state: runtime state, not a file store.
+const MaxState = 16 << 20
+
+// ErrName: an agent name that is empty, too long or not printable.
+var ErrName = errors.New("invalid agent name")
+
+// CheckName accepts 1-128 printable characters without '/' or spaces.
+func CheckName(name string) error {
+	if name == "" || len(name) > 128 {
+		return fmt.Errorf("%w %q: want 1 to 128 characters", ErrName, name)
+	}
+	for _, r := range name {
+		if r == '/' || !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("%w %q: no '/', spaces or control characters", ErrName, name)
+		}
+	}
+	return nil
+}
+
+// Registry holds every agent's current state (name → blob hash) for a
+// live workspace; the daemon keeps one, rewinds reset it.
+type Registry struct {
+	mu     sync.Mutex
+	states map[string]cas.Hash
+}
+
+// NewRegistry starts from states (nil: none).
+func NewRegistry(states map[string]cas.Hash) *Registry {
+	return &Registry{states: maps.Clone(states)}
+}
+
+// Save stores state and appends the OpAgentState record naming it, synced.
+// lk is held while the record is appended, so that a generation cut under
+// the same lock sees either the whole save or none of it (nil offline).
+func (r *Registry) Save(j *journal.Journal, lk sync.Locker, name string, state []byte) (uint64, cas.Hash, error) {
+	if err := CheckName(name); err != nil {
+		return 0, cas.Hash{}, err
+	}
+	if len(state) > MaxState {
+		return 0, cas.Hash{}, fmt.Errorf("agent %s: state of %d bytes is over %d", name, len(state), MaxState)
+	}
+	h := cas.Sum(state)
+	rec := &journal.Record{Op: journal.OpAgentState, Label: name, Root: h}
+	if lk != nil {
+		lk.Lock()
+	}
+	p := j.Enqueue(rec, []cas.Blob{{Hash: h, Data: state}})
+	r.mu.Lock()
+	if r.states == nil {
+		r.states = map[string]cas.Hash{}
+	}
+	r.states[name] = h
+	r.mu.Unlock()
+	if lk != nil {
+		lk.Unlock()
+	}
+	if err := p.Wait(); err != nil {
+		return 0, cas.Hash{}, fmt.Errorf("save agent %s: %w", name, err)
+	}
+	return p.Seq(), h, nil
+}
+
+// Refs returns the states as a generation record holds them, by name.
+func (r *Registry) Refs() []journal.AgentRef {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Refs(r.states)
+}
+
+// Reset replaces every state (after a rewind).
+func (r *Registry) Reset(states map[string]cas.Hash) {
+	r.mu.Lock()
+	r.states = maps.Clone(states)
+	r.mu.Unlock()
+}
+
+// States returns a copy of the current states.
+func (r *Registry) States() map[string]cas.Hash {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.states)
+}
+
+// Refs turns a state map into the sorted list a generation record holds.
+func Refs(states map[string]cas.Hash) []journal.AgentRef {
+	var out []journal.AgentRef
+	for _, name := range slices.Sorted(maps.Keys(states)) {
+		out = append(out, journal.AgentRef{Name: name, State: states[name]})
+	}
+	return out
+}
+
+// StatesAt returns every agent's state at seq x: the agent states of the
+// nearest generation at or before x on x's active path (gens lists the
+// generation seqs, oldest first), then the saves after it on that path up
+// to x. Its cost is the records since that generation.
+func StatesAt(j *journal.Journal, x uint64, gens []uint64) (map[string]cas.Hash, error) {
+	path, err := j.Path()
+	if err != nil {
+		return nil, err
+	}
+	if x > j.Durable() {
+		if err := j.Sync(); err != nil {
+			return nil, err
+		}
+	}
+	states := map[string]cas.Hash{}
+	var from uint64 = 1
+	for i := len(gens) - 1; i >= 0; i-- {
+		g := gens[i]
+		if g > x || !path.OnPath(g, x) {
+			continue
+		}
+		rec, err := j.Get(g)
+		if err != nil {
+			return nil, fmt.Errorf("agent states at %d: generation %d: %w", x, g, err)
+		}
+		for _, a := range rec.Agents {
+			states[a.Name] = a.State
+		}
+		from = g + 1
+		break
+	}
+	errStop := errors.New("stop")
+	err = j.Iter(from, func(rec *journal.Record) error {
+		if rec.Seq > x {
+			return errStop
+		}
+		if rec.Op == journal.OpAgentState && path.OnPath(rec.Seq, x) {
+			states[rec.Label] = rec.Root
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, fmt.Errorf("agent states at %d: %w", x, err)
+	}
+	return states, nil
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/agents"
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+)
+
+func newAgentCommand() *cobra.Command {
+	var o storeOptions
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "agent save|show|list",
+		Short: "Save and read agents' runtime state, versioned with the tree",
+		Long: `An agent saves its runtime state (a plan, a conversation cursor: whatever it needs to
+resume) as one journal record. Each generation holds every agent's latest state with the
+tree, and a rewind brings both back together: after 'reynfs rewind X', 'reynfs agent show
+NAME' prints the state NAME had saved at X.
+
+` + exitCodeHelp,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
+	cmd.PersistentFlags().StringVar(&o.store, "store", "", "store folder of the workspace")
+
+	save := &cobra.Command{
+		Use:   "save NAME [FILE]",
+		Short: "Save NAME's state from FILE (or standard input)",
+		Args:  usageArgs(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := agents.CheckName(args[0]); err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			var data []byte
+			var err error
+			if len(args) == 2 && args[1] != "-" {
+				data, err = os.ReadFile(args[1])
+			} else {
+				data, err = io.ReadAll(io.LimitReader(os.Stdin, agents.MaxState+1))
+			}
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			resp, err := call(o, dir, daemon.Request{Op: "agent-save", Label: args[0], Data: data})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("saved %s (%d bytes) at seq %d\n", args[0], len(data), resp.Seq)
+			return nil
+		},
+	}
+	var at string
+	show := &cobra.Command{
+		Use:   "show NAME [--at TARGET]",
+		Short: "Print NAME's saved state (now, or at a past point)",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resp, err := call(o, dir, daemon.Request{Op: "agent-show", Label: args[0], Target: at})
+			if err != nil {
+				return err
+			}
+			_, err = os.Stdout.Write(resp.Data)
+			return err
+		},
+	}
+	show.Flags().StringVar(&at, "at", "", "a past point: seq, gN, -N or label")
+	var asJSON bool
+	var listAt string
+	list := &cobra.Command{
+		Use:   "list [--at TARGET]",
+		Short: "List the agents with a saved state",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resp, err := call(o, dir, daemon.Request{Op: "agent-list", Target: listAt})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(resp.Agents)
+			}
+			for _, a := range resp.Agents {
+				fmt.Printf("%-24s %s\n", a.Name, a.State.Short())
+			}
+			return nil
+		},
+	}
+	list.Flags().StringVar(&listAt, "at", "", "a past point: seq, gN, -N or label")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(save, show, list)
+	return cmd
+}
