@@ -97,6 +97,10 @@ func (l *Live) Tree() *Tree { return l.t }
 func (l *Live) Swap(t *Tree) {
 	l.adopt(t)
 	l.epoch++
+	for _, n := range l.dirty {
+		n.ClearPending()
+		n.counted = 0
+	}
 	l.dirty = map[uint64]*Node{}
 	l.pending = 0
 }
@@ -110,7 +114,10 @@ func (l *Live) adopt(t *Tree) {
 
 func (l *Live) onDrop(n *Node) {
 	if l.opens[n.Ino] > 0 || l.referenced(n.Ino) {
+		// Still open: its buffered writes stay readable through the
+		// handles (flush keeps an orphan's data in memory only).
 		l.orphans[n.Ino] = n
+		return
 	}
 	if n.pending != nil {
 		l.dropPending(n)

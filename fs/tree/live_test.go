@@ -140,3 +140,38 @@ func TestLiveFsyncJournalsBufferedWrites(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLiveUnlinkKeepsBufferedWrites: writes still buffered when the last
+// name goes (a rename over the file) stay readable through the handle
+// (the differential test once read back the flushed prefix only).
+func TestLiveUnlinkKeepsBufferedWrites(t *testing.T) {
+	l, _ := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Open(st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WriteAt(testCaller, st.Ino, []byte("buffered"), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Create(testCaller, RootIno, "g", syscall.S_IFREG|0o644, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Rename(testCaller, RootIno, "g", RootIno, "f", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.FlushAll(testCaller); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if k, err := l.ReadAt(st.Ino, buf, 0); err != nil || string(buf[:k]) != "buffered" {
+		t.Fatalf("read of the replaced open file: %q, %v", buf[:k], err)
+	}
+	l.Release(st.Ino)
+	l.Forget(st.Ino, 1)
+	if _, pending := l.Counts(); pending != 0 {
+		t.Errorf("%d pending bytes after the orphan went", pending)
+	}
+}

@@ -129,7 +129,7 @@ func (d *differ) pick(kind byte) string {
 // both runs f on each side and fails if the errno or result differ.
 func (d *differ) both(desc string, f func(side int, p func(string) string) (string, error)) (string, error) {
 	d.history = append(d.history, fmt.Sprintf("%d: %s", d.step, desc))
-	if len(d.history) > 25 {
+	if len(d.history) > historyLen() {
 		d.history = d.history[1:]
 	}
 	var res [2]string
@@ -417,4 +417,12 @@ func (d *differ) compareTrees(when string) {
 	if w, g := linkGroups(want), linkGroups(got); fmt.Sprint(w) != fmt.Sprint(g) {
 		d.fail("hard links ("+when+")", fmt.Sprintf("native %v\nreynfs %v", w, g))
 	}
+}
+
+// historyLen is how many operations a failure lists (REYNFS_HISTORY, 25).
+func historyLen() int {
+	if n, err := strconv.Atoi(os.Getenv("REYNFS_HISTORY")); err == nil && n > 0 {
+		return n
+	}
+	return 25
 }
