@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -38,23 +39,40 @@ func runStatus(o storeOptions, dir string, asJSON bool) error {
 		return err
 	}
 	resp, err := daemon.Call(store, daemon.Request{Op: "status"}, 30*time.Second)
+	if errors.Is(err, daemon.ErrNotRunning) {
+		// Not mounted: describe the store, and still exit 5 (no daemon).
+		if resp, serr := call(storeOptions{store: store}, dir, daemon.Request{Op: "store-status", Dir: store}); serr == nil {
+			printStatus(resp.Status, asJSON)
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}
-	s := resp.Status
+	printStatus(resp.Status, asJSON)
+	return nil
+}
+
+func printStatus(s *daemon.Status, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		_ = enc.Encode(s)
+		return
 	}
-	fmt.Printf("mount:    %s (project %s, daemon pid %d, up %s)\n", s.Mountpoint, s.Dir, s.Pid, s.Uptime)
+	if s.Mounted {
+		fmt.Printf("mount:    %s (project %s, daemon pid %d, up %s)\n", s.Mountpoint, s.Dir, s.Pid, s.Uptime)
+	} else {
+		fmt.Printf("mount:    not mounted (project %s)\n", s.Dir)
+	}
 	fmt.Printf("store:    %s\n", s.Store)
 	fmt.Printf("head seq: %d\n", s.HeadSeq)
 	fmt.Printf("records:  %d\n", s.Records)
 	fmt.Printf("objects:  %d (%s)\n", s.Objects, human(s.ObjectBytes))
 	fmt.Printf("size:     %s on disk\n", human(s.StoreBytes))
-	fmt.Printf("inodes:   %d, %s buffered\n", s.Inodes, human(int64(s.Buffered)))
-	return nil
+	if s.Mounted {
+		fmt.Printf("inodes:   %d, %s buffered\n", s.Inodes, human(int64(s.Buffered)))
+	}
 }
 
 func human(b int64) string {

@@ -50,6 +50,7 @@ type Response struct {
 
 // Status describes a running daemon.
 type Status struct {
+	Mounted     bool   `json:"mounted"`
 	Dir         string `json:"dir"`
 	Mountpoint  string `json:"mountpoint"`
 	Store       string `json:"store"`
@@ -163,6 +164,12 @@ func Handle(s *Service, req Request) *Response {
 		resp.Seq, err = s.Export(req.Target, req.Dir)
 	case "rewind":
 		resp.Rewind, err = s.Rewind(req.Target, req.Dry)
+	case "store-status":
+		if s.Live != nil {
+			err = fmt.Errorf("%w: store-status is for an unmounted store", ErrUsage)
+			break
+		}
+		resp.Status, err = s.StoreStatus(req.Dir)
 	case "agent-save":
 		resp.Seq, err = s.AgentSave(req.Label, req.Data)
 	case "agent-list":
@@ -229,7 +236,7 @@ func (d *Daemon) Status() (*Status, error) {
 	}
 	inodes, buffered := d.live.Counts()
 	return &Status{
-		Dir: d.cfg.Dir, Mountpoint: d.cfg.Mountpoint, Store: d.cfg.Store, Pid: os.Getpid(),
+		Mounted: true, Dir: d.cfg.Dir, Mountpoint: d.cfg.Mountpoint, Store: d.cfg.Store, Pid: os.Getpid(),
 		HeadSeq: d.j.Head(), Records: d.j.Head(), Objects: objs, ObjectBytes: bytes,
 		StoreBytes: size, Inodes: inodes, Buffered: buffered,
 		Uptime: time.Since(d.started).Round(time.Second).String(),

@@ -372,3 +372,21 @@ func (s *Service) AgentShow(name, target string) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("%w: agent %s has no saved state at seq %d", ErrUsage, name, seq)
 }
+
+// StoreStatus describes an unmounted store.
+func (s *Service) StoreStatus(store string) (*Status, error) {
+	objs, bytes, err := s.J.Objects().Stats()
+	if err != nil {
+		return nil, err
+	}
+	size, err := DiskUsage(DBPath(store))
+	if err != nil {
+		return nil, err
+	}
+	dir, err := s.J.GetMeta(metaDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Status{Dir: string(dir), Store: store, HeadSeq: s.J.Head(), Records: s.J.Head(),
+		Objects: objs, ObjectBytes: bytes, StoreBytes: size}, nil
+}
