@@ -52,6 +52,9 @@ func Reconstruct(j *journal.Journal, x uint64) (*tree.Tree, error) {
 		start = g
 		break
 	}
+	if err := checkRetained(j, x, start); err != nil {
+		return nil, err
+	}
 	err = j.Iter(start+1, func(r *journal.Record) error {
 		if r.Seq > x {
 			return errStop

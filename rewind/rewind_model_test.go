@@ -368,6 +368,55 @@ func runRewindModel(t *testing.T, seed uint64, steps int) {
 			fail("final reconstruct(%d) differs from the model: %s", s, d)
 		}
 	}
+
+	// Retention: keep the newest 3 generations. Every state is then either
+	// refused as not retained (below the floor, or on a branch whose
+	// generation went) or still exactly the model's, and the head state is
+	// always retained; nothing retained names a missing object.
+	if err := w.live.Sync(modelCaller); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Retain(w.j, 3, false)
+	if err != nil {
+		fail("retain: %v", err)
+	}
+	retained := 0
+	for _, s := range slices.Sorted(maps.Keys(states)) {
+		got, err := stateAt(t, w, s)
+		if errors.Is(err, ErrNotRetained) {
+			if s == w.j.Head() {
+				fail("after retain (floor %d): head %d is not retained", res.Floor, s)
+			}
+			continue
+		}
+		if err != nil {
+			fail("after retain (floor %d): reconstruct %d: %v", res.Floor, s, err)
+		}
+		if s < res.Floor {
+			fail("after retain: seq %d below the floor %d reconstructs", s, res.Floor)
+		}
+		if d := diffStates(states[s], got); d != "" {
+			fail("after retain (floor %d): reconstruct(%d) differs from the model: %s", res.Floor, s, d)
+		}
+		retained++
+	}
+	gens, err := Generations(w.j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []cas.Hash
+	for _, g := range gens {
+		r, err := w.j.Get(g)
+		if err != nil {
+			fail("generation %d after retain: %v", g, err)
+		}
+		roots = append(roots, r.Root)
+	}
+	if _, err := cas.Verify(w.j.Objects(), roots); err != nil {
+		fail("retained generations after retain: %v", err)
+	}
+	t.Logf("seed %d: retain kept %d generations from seq %d, dropped %d records and %d objects; %d of %d states retained",
+		seed, res.Generations, res.Floor, res.Records, res.Objects, retained, len(states))
 }
 
 // lastReset returns the seq of the newest reset record, or 0.

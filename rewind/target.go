@@ -15,7 +15,7 @@ var ErrTarget = errors.New("bad target")
 
 // Gen is one generation as the timeline shows it.
 type Gen struct {
-	ID  int // 1-based position in the index: g1, g2, ...
+	ID  int // 1-based position among all generations ever cut: g1, g2, ...
 	Rec *journal.Record
 }
 
@@ -25,13 +25,17 @@ func Timeline(j *journal.Journal) ([]Gen, error) {
 	if err != nil {
 		return nil, err
 	}
+	dropped, err := droppedGens(j)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Gen, 0, len(seqs))
 	for i, s := range seqs {
 		r, err := j.Get(s)
 		if err != nil {
 			return nil, fmt.Errorf("generation at seq %d: %w", s, err)
 		}
-		out = append(out, Gen{ID: i + 1, Rec: r})
+		out = append(out, Gen{ID: dropped + i + 1, Rec: r})
 	}
 	return out, nil
 }
@@ -43,9 +47,13 @@ func Timeline(j *journal.Journal) ([]Gen, error) {
 // (1 ≤ seq ≤ head).
 func Resolve(j *journal.Journal, target string) (uint64, error) {
 	head := j.Head()
+	floor, err := j.Floor()
+	if err != nil {
+		return 0, err
+	}
 	check := func(seq uint64) (uint64, error) {
-		if seq == 0 {
-			return 0, fmt.Errorf("%w: seq 0 is older than what the store retains (first seq is 1)", ErrTarget)
+		if seq < floor || seq == 0 {
+			return 0, fmt.Errorf("%w: seq %d is older than what the store retains (first retained seq is %d)", ErrTarget, seq, floor)
 		}
 		if seq > head {
 			return 0, fmt.Errorf("%w: seq %d is past head (%d)", ErrTarget, seq, head)
@@ -64,10 +72,17 @@ func Resolve(j *journal.Journal, target string) (uint64, error) {
 	}
 	if rest, ok := strings.CutPrefix(target, "g"); ok {
 		if id, err := strconv.Atoi(rest); err == nil {
-			if id < 1 || id > len(gens) {
-				return 0, fmt.Errorf("%w: no generation g%d (there are %d)", ErrTarget, id, len(gens))
+			first := 1
+			if len(gens) > 0 {
+				first = gens[0].ID
 			}
-			return check(gens[id-1].Rec.Seq)
+			if id >= 1 && id < first {
+				return 0, fmt.Errorf("%w: g%d is older than what the store retains (the oldest is g%d)", ErrTarget, id, first)
+			}
+			if id < first || id-first >= len(gens) {
+				return 0, fmt.Errorf("%w: no generation g%d (the newest is g%d)", ErrTarget, id, first+len(gens)-1)
+			}
+			return check(gens[id-first].Rec.Seq)
 		}
 	}
 	path, err := j.Path()

@@ -28,6 +28,7 @@ type Request struct {
 	WAL    bool   `json:"wal,omitempty"`
 	Patch  bool   `json:"patch,omitempty"` // diff: unified diff of the files
 	Data   []byte `json:"data,omitempty"`  // agent-save: the state
+	Keep   int    `json:"keep,omitempty"`  // gc: generations to keep
 }
 
 // Response is the JSON line answering a Request.
@@ -40,6 +41,7 @@ type Response struct {
 	Changes    []rewind.Change       `json:"changes,omitempty"`
 	Patch      string                `json:"patch,omitempty"`
 	Agents     []AgentState          `json:"agents,omitempty"`
+	GC         *rewind.RetainResult  `json:"gc,omitempty"`
 	Data       []byte                `json:"data,omitempty"`
 	Rewind     *rewind.Result        `json:"rewind,omitempty"`
 	Restore    *rewind.RestoreResult `json:"restore,omitempty"`
@@ -124,12 +126,12 @@ func (d *Daemon) handle(c net.Conn) {
 			break
 		}
 		g, err := d.svc.RW.Cut(kind, req.Label)
-		var gens []uint64
+		var id int
 		if err == nil {
-			gens, err = rewind.Generations(d.j)
+			id, err = rewind.GenerationID(d.j, g.Seq)
 		}
 		if err == nil {
-			resp.Generation = &Gen{ID: len(gens), Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}
+			resp.Generation = &Gen{ID: id, Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}
 		}
 		setErr(resp, err)
 	case "unmount":
@@ -170,6 +172,8 @@ func Handle(s *Service, req Request) *Response {
 			break
 		}
 		resp.Status, err = s.StoreStatus(req.Dir)
+	case "gc":
+		resp.GC, err = s.GC(req.Keep, req.Dry)
 	case "agent-save":
 		resp.Seq, err = s.AgentSave(req.Label, req.Data)
 	case "agent-list":

@@ -113,7 +113,14 @@ func (s *Service) Log(all, wal bool) (*LogResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		floor, err := s.J.Floor()
+		if err != nil {
+			return nil, err
+		}
 		for _, r := range resets {
+			if r.Seq-1 < floor {
+				continue // the branch's records went with a gc
+			}
 			res.Branches = append(res.Branches, Branch{Reset: r.Seq, Target: r.ResetTo, From: r.ResetTo + 1, To: r.Seq - 1,
 				Active: path.OnPath(r.Seq-1, head)})
 		}
@@ -389,4 +396,27 @@ func (s *Service) StoreStatus(store string) (*Status, error) {
 	}
 	return &Status{Dir: string(dir), Store: store, HeadSeq: s.J.Head(), Records: s.J.Head(),
 		Objects: objs, ObjectBytes: bytes, StoreBytes: size}, nil
+}
+
+// GC keeps the newest keep generations of the current path (and all after
+// the oldest of them) and collects everything older; unmounted stores only.
+func (s *Service) GC(keep int, dry bool) (*rewind.RetainResult, error) {
+	if s.Live != nil {
+		return nil, fmt.Errorf("%w: gc runs on an unmounted store; reynfs unmount first", ErrUsage)
+	}
+	var extra []cas.Hash
+	for _, key := range []string{metaDirBase, metaWriteback} {
+		b, err := s.J.GetMeta(key)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 0 {
+			h, err := cas.Parse(string(b))
+			if err != nil {
+				return nil, fmt.Errorf("store meta %s: %w", key, err)
+			}
+			extra = append(extra, h)
+		}
+	}
+	return rewind.Retain(s.J, keep, dry, extra...)
 }
