@@ -107,6 +107,9 @@ func BenchmarkReconstruct(b *testing.B) {
 	for _, c := range []struct{ files, records int }{
 		{1000, 0}, {10000, 0}, {10000, 1000}, {10000, 10000}, {100000, 0}, {100000, 100},
 	} {
+		if c.files > 10000 && testing.Short() {
+			continue // -short (scripts/bench.sh --quick) skips the 100k trees
+		}
 		b.Run(fmt.Sprintf("files=%d/records=%d", c.files, c.records), func(b *testing.B) {
 			s := newBenchStore(b, c.files, c.records)
 			head := s.j.Head()
@@ -128,6 +131,9 @@ func BenchmarkReconstruct(b *testing.B) {
 // names and contents to forget.
 func BenchmarkDiffRoots(b *testing.B) {
 	for _, c := range []struct{ files, changed int }{{10000, 100}, {100000, 100}} {
+		if c.files > 10000 && testing.Short() {
+			continue
+		}
 		b.Run(fmt.Sprintf("files=%d/changed=%d", c.files, c.changed), func(b *testing.B) {
 			s := newBenchStore(b, c.files, c.changed)
 			t, err := Reconstruct(s.j, s.j.Head())

@@ -16,7 +16,7 @@
 # Options:
 #   --quick          fio files of 256 MiB, 5 s timed fio jobs, a quarter of the Go
 #                    src tree, 20k instead of 100k files/records (the report says so)
-#   --runs N         runs per cell (default: 3)
+#   --runs N         runs per cell (default: 3, quick: 2)
 #   --only LIST      comma-separated phases: fio,files,history,store,recovery,micro
 #   --work DIR       scratch directory (default: a new /var/tmp/reynfs-bench.XXXXXX);
 #                    it must be on the disk you want to measure, and is removed at exit
@@ -37,7 +37,7 @@ cd "$ROOT"
 COMMAND="bash scripts/bench.sh $*"
 
 # --- options -------------------------------------------------------------------------------
-MODE=full RUNS=3 ONLY=fio,files,history,store,recovery,micro WORK="" KEEP=0 REPORT="" DOC=0
+MODE=full RUNS="" ONLY=fio,files,history,store,recovery,micro WORK="" KEEP=0 REPORT="" DOC=0
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
 	case $1 in
@@ -53,7 +53,7 @@ while (($#)); do
 	esac
 	shift
 done
-[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --runs wants a positive number" >&2; exit 2; }
+[[ -z "$RUNS" || "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --runs wants a positive number" >&2; exit 2; }
 for p in ${ONLY//,/ }; do
 	case $p in fio | files | history | store | recovery | micro) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
 done
@@ -61,18 +61,19 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 # Sizes per mode. SCALED says in the report what quick mode shrank.
 if [[ $MODE == quick ]]; then
-	SEQ_SIZE=256M FIO_TIME=5 SRC_DIRS="src/crypto src/net"
-	HIST_SIZES="1000 10000 20000" RECOVERY_RECORDS=20000 MICRO_TIME=200ms
+	RUNS=${RUNS:-2} SEQ_SIZE=256M FIO_TIME=5 SRC_DIRS="src/crypto src/net"
+	HIST_SIZES="1000 10000 20000" RECOVERY_RECORDS=20000 MICRO_FLAGS="-short -benchtime 100ms"
 	SCALED="fio files 256 MiB and timed fio jobs 5 s (full: 1 GiB, 20 s); tar of src/crypto and src/net (full: all of src);"
-	SCALED+=" checkpoint/rewind/RSS at 1k/10k/20k files (full: 1k/10k/100k); recovery with 20k records (full: 100k)"
+	SCALED+=" checkpoint/rewind/RSS at 1k/10k/20k files (full: 1k/10k/100k); recovery with 20k records (full: 100k);"
+	SCALED+=" 2 runs per cell (full: 3); Go micro-benchmarks -short (no 100k trees) at 100 ms each"
 else
-	SEQ_SIZE=1G FIO_TIME=20 SRC_DIRS="src"
-	HIST_SIZES="1000 10000 100000" RECOVERY_RECORDS=100000 MICRO_TIME=1s
+	RUNS=${RUNS:-3} SEQ_SIZE=1G FIO_TIME=20 SRC_DIRS="src"
+	HIST_SIZES="1000 10000 100000" RECOVERY_RECORDS=100000 MICRO_FLAGS="-benchtime 1s"
 	SCALED=""
 fi
 STORE_FILES=10000 STORE_GENS=100
 HIST_RUNS=$((RUNS < 5 ? 5 : RUNS)) # checkpoint and rewind are cheap: more runs
-[[ $MODE == quick ]] && HIST_RUNS=$RUNS
+[[ $MODE == quick ]] && HIST_RUNS=3
 TARGETS=(native loopback reynfs)
 
 # --- output --------------------------------------------------------------------------------
@@ -343,7 +344,7 @@ make_gomod() {
 	printf 'package main\n\nimport (\n\t"fmt"\n\n\t"example.com/benchmod/p5"\n)\n\nfunc main() { fmt.Println(p5.Up(), p5.F2(nil)) }\n' >"$dir/main.go"
 }
 
-gobuild() { # gobuild DIR
+gobuild() { # gobuild DIR: build DIR/gomod with the build cache DIR/gocache
 	env GOCACHE="$1/gocache" GOFLAGS= GOTOOLCHAIN=local GOPROXY=off GOTELEMETRY=off \
 		go build -C "$1/gomod" -o "$1/gomod/app" .
 }
@@ -358,11 +359,18 @@ phase_files() {
 	say "phase files: tar of $SRC_DIRS ($nfiles files, $(du -m "$tarball" | cut -f1) MiB), $RUNS runs"
 	echo "SRC_FILES=$nfiles" >>"$META"
 	side_up
+	# The go build row compiles the module's five packages and links, with
+	# the standard library already in the target's build cache: build once
+	# natively for a seed cache, copy it to each target, warm up once there.
+	make_gomod "$WORK/seed/gomod"
+	gobuild "$WORK/seed" >>"$LOG" 2>&1 || warn "go build of the seed cache failed"
 	for t in "${TARGETS[@]}"; do
 		d=$(dir_of "$t")
 		make_gomod "$d/gomod"
+		cp -a "$WORK/seed/gocache" "$d/gocache"
 		gobuild "$d" >>"$LOG" 2>&1 || warn "go build warm-up on $t failed"
 	done
+	rm -rf "$WORK/seed"
 	for ((r = 1; r <= RUNS; r++)); do
 		for step in tar-x find-cold find-warm du-cold du-warm git-commit git-status rm-rf go-build; do
 			if [[ $step == *-cold ]] && ((!ROOT_USER)); then continue; fi
@@ -404,7 +412,7 @@ shadow_reset() { shadow "$1" "$2" reset --hard -q && shadow "$1" "$2" clean -fdx
 rss_of() { awk -v f="$2:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 
 phase_history() {
-	local n nat rf st sg r out seq took t0 t1 pid big
+	local n nat rf st sg r out took t0 t1 pid big
 	big=$(tr ' ' '\n' <<<"$HIST_SIZES" | tail -1)
 	say "phase history: checkpoint and rewind at $HIST_SIZES files, $HIST_RUNS runs"
 	for n in $HIST_SIZES; do
@@ -420,11 +428,10 @@ phase_history() {
 		is_mounted "$rf" || die "reynfs mount of $rf failed; see $LOG"
 		pid=${RF_PID[$rf]}
 		for ((r = 1; r <= HIST_RUNS; r++)); do
-			tool modify "$nat" "$n" 10 "c$r"
+			tool modify "$n" 10 "c$r" "$nat" "$rf"
 			measure "ckpt-$n" shadow-git "$r" shadow_commit "$sg" "$nat" "c$r"
-			tool modify "$rf" "$n" 10 "c$r"
 			measure "ckpt-$n" reynfs-cli "$r" "$REYNFS" checkpoint --dir "$rf" -m "c$r"
-			tool modify "$rf" "$n" 10 "s$r"
+			tool modify "$n" 10 "s$r" "$rf"
 			if out=$(tool call "$st" checkpoint "s$r" 2>>"$LOG"); then
 				record "ckpt-$n" reynfs-socket "$r" "${out%% *}" s
 			else
@@ -432,11 +439,11 @@ phase_history() {
 			fi
 		done
 		for ((r = 1; r <= HIST_RUNS; r++)); do
-			out=$("$REYNFS" checkpoint --dir "$rf" -m "w$r")
-			seq=$(sed -n 's/^generation \([0-9]*\) .*/\1/p' <<<"$out")
-			tool modify "$rf" "$n" 100 "w$r"
+			# rewind to the generation labelled w$r (a fresh store per size: unique)
+			"$REYNFS" checkpoint --dir "$rf" -m "w$r" >>"$LOG"
+			tool modify "$n" 100 "w$r" "$rf" "$nat"
 			t0=$EPOCHREALTIME
-			if out=$("$REYNFS" rewind --dir "$rf" --json "$seq" 2>>"$LOG"); then
+			if out=$("$REYNFS" rewind --dir "$rf" --json "w$r" 2>>"$LOG"); then
 				t1=$EPOCHREALTIME
 				record "rewind-$n" reynfs-cli "$r" "$(elapsed "$t0" "$t1")" s
 				took=$(tool field took_ns,Took <<<"$out" 2>>"$LOG" || true)
@@ -445,7 +452,6 @@ phase_history() {
 				warn "rewind at $n files (run $r) failed; see $LOG"
 				record "rewind-$n" reynfs-cli "$r" nan s
 			fi
-			tool modify "$nat" "$n" 100 "w$r"
 			measure "rewind-$n" git "$r" shadow_reset "$sg" "$nat"
 		done
 		if [[ $n == "$big" ]]; then
@@ -472,9 +478,8 @@ phase_store() {
 	shadow_commit "$sg" "$nat" base >>"$LOG" 2>&1
 	mount_reynfs "$rf" "$st" || die "reynfs mount of $rf failed; see $LOG"
 	for ((g = 1; g <= STORE_GENS; g++)); do
-		tool modify "$nat" "$STORE_FILES" 10 "g$g"
+		tool modify "$STORE_FILES" 10 "g$g" "$nat" "$rf"
 		measure "gen-git" shadow-git "$g" shadow_commit "$sg" "$nat" "g$g" >/dev/null
-		tool modify "$rf" "$STORE_FILES" 10 "g$g"
 		measure "gen-ckpt" reynfs "$g" "$REYNFS" checkpoint --dir "$rf" -m "g$g" >/dev/null
 	done
 	unmount_reynfs "$rf"
@@ -498,7 +503,8 @@ phase_recovery() {
 	rm -rf "$rf" "$st"
 	tool gentree "$rf" 1000
 	mount_reynfs "$rf" "$st" || die "reynfs mount of $rf failed; see $LOG"
-	gen=$("$REYNFS" checkpoint --dir "$rf" -m base | sed -n 's/^generation \([0-9]*\) .*/\1/p')
+	"$REYNFS" checkpoint --dir "$rf" -m base >>"$LOG"
+	gen=$(head_seq "$rf") # the generation is the last record
 	mkdir "$rf/w"
 	# Each rewrite of a small file makes a few records; write until enough.
 	i=0
@@ -526,12 +532,12 @@ phase_recovery() {
 # --- phase: Go micro-benchmarks ------------------------------------------------------------
 phase_micro() {
 	local pkgs="./journal ./cas ./fs/tree ./rewind"
-	local cmd="go test -run '^\$' -bench . -benchtime $MICRO_TIME $pkgs"
+	local cmd="go test -run '^\$' -bench . $MICRO_FLAGS $pkgs"
 	say "phase micro: $cmd"
 	echo "MICRO_FILE=$WORK/micro.txt" >>"$META"
-	echo "MICRO_CMD=go test -run '^\$' -bench . -benchtime $MICRO_TIME $pkgs" >>"$META"
-	# shellcheck disable=SC2086 # pkgs is a word list
-	go test -run '^$' -bench . -benchtime "$MICRO_TIME" $pkgs >"$WORK/micro.txt" 2>&1 ||
+	echo "MICRO_CMD=$cmd" >>"$META"
+	# shellcheck disable=SC2086 # flags and pkgs are word lists
+	go test -run '^$' -bench . $MICRO_FLAGS $pkgs >"$WORK/micro.txt" 2>&1 ||
 		warn "go test -bench failed; see $WORK/micro.txt"
 	grep -E '^(Benchmark|ok|FAIL)' "$WORK/micro.txt" || true
 }

@@ -60,6 +60,9 @@ func benchData(ino uint64, v int) *journal.Record {
 // One op is the N applies and the Root call.
 func BenchmarkMerkleRoot(b *testing.B) {
 	for _, files := range []int{1000, 10000, 100000} {
+		if files > 10000 && testing.Short() {
+			continue // -short (scripts/bench.sh --quick) skips the 100k trees
+		}
 		tr, inos := benchTree(b, files)
 		for _, changed := range []int{1, 10, 100, 1000} {
 			if changed > files {
@@ -92,6 +95,9 @@ func BenchmarkMerkleRoot(b *testing.B) {
 // generation of an import).
 func BenchmarkMerkleRootFull(b *testing.B) {
 	for _, files := range []int{10000, 100000} {
+		if files > 10000 && testing.Short() {
+			continue
+		}
 		b.Run(fmt.Sprintf("files=%d", files), func(b *testing.B) {
 			tr, _ := benchTree(b, files)
 			for b.Loop() {

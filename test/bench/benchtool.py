@@ -3,7 +3,8 @@
 
     benchtool.py gentree DIR FILES            make FILES small text files, 100 to a
                                               directory (DIR/tNN/dNN/fNN.txt)
-    benchtool.py modify DIR FILES COUNT TAG   rewrite COUNT of them, chosen by TAG
+    benchtool.py modify FILES COUNT TAG DIR...
+                                              rewrite COUNT of them, chosen by TAG, in each DIR
     benchtool.py fio JSON                     print "MiB/s IOPS" of a fio --output-format=json run
     benchtool.py call STORE OP [LABEL]        one control-socket request to a reynfs
                                               daemon; prints "SECONDS RESPONSE-JSON"
@@ -387,8 +388,9 @@ def main(argv):
     cmd, args = argv[1], argv[2:]
     if cmd == "gentree" and len(args) == 2:
         gentree(args[0], int(args[1]))
-    elif cmd == "modify" and len(args) == 4:
-        modify(args[0], int(args[1]), int(args[2]), args[3])
+    elif cmd == "modify" and len(args) >= 4:
+        for d in args[3:]:
+            modify(d, int(args[0]), int(args[1]), args[2])
     elif cmd == "fio" and len(args) == 1:
         fio(args[0])
     elif cmd == "call" and len(args) in (2, 3):
