@@ -17,6 +17,13 @@ var ErrNoState = errors.New("store holds no generation to start from")
 // the nearest generation at or before x on x's own path, plus replay of
 // that path's records up to x. Crash recovery is Reconstruct(head).
 func Reconstruct(j *journal.Journal, x uint64) (*tree.Tree, error) {
+	return ReconstructFrom(j, x, nil)
+}
+
+// ReconstructFrom is Reconstruct that copies from base (a clean tree, such
+// as the live one) every subtree the state at x shares with it, instead of
+// reading it from the store.
+func ReconstructFrom(j *journal.Journal, x uint64, base *tree.Tree) (*tree.Tree, error) {
 	if x > j.Durable() {
 		// Replay reads committed records: wait for those up to x.
 		if err := j.Sync(); err != nil {
@@ -46,7 +53,7 @@ func Reconstruct(j *journal.Journal, x uint64) (*tree.Tree, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reconstruct %d: generation %d: %w", x, g, err)
 		}
-		if t, err = tree.Load(j.Objects(), r.Root); err != nil {
+		if t, err = tree.LoadFrom(j.Objects(), r.Root, base); err != nil {
 			return nil, fmt.Errorf("reconstruct %d: generation %d: %w", x, g, err)
 		}
 		start = g

@@ -29,6 +29,15 @@ type Result struct {
 	Changes []Change      `json:"changes"`
 	Summary Summary       `json:"summary"`
 	Took    time.Duration `json:"took_ns"`
+	// Phases says where the time went (flush, root, reconstruct, diff,
+	// reset, swap, index, invalidate), for people tuning it.
+	Phases []Phase `json:"phases,omitempty"`
+}
+
+// Phase is one timed step of a rewind.
+type Phase struct {
+	Name string        `json:"name"`
+	Took time.Duration `json:"took_ns"`
 }
 
 // FaultEnv names the environment variable that makes the daemon die at a
@@ -71,6 +80,12 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	start := time.Now()
 	j, live := rw.J, rw.Live
 	res := &Result{Target: target}
+	last := start
+	lap := func(name string) {
+		now := time.Now()
+		res.Phases = append(res.Phases, Phase{name, now.Sub(last)})
+		last = now
+	}
 
 	live.Lock()
 	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
@@ -81,12 +96,14 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 		live.Unlock()
 		return nil, err
 	}
+	lap("flush")
 	oldRoot, oldBlobs, err := live.Tree().Root()
 	if err != nil {
 		live.Unlock()
 		return nil, err
 	}
-	nt, err := Reconstruct(j, target)
+	lap("root")
+	nt, err := ReconstructFrom(j, target, live.Tree())
 	if err != nil {
 		live.Unlock()
 		return nil, err
@@ -96,6 +113,7 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 		live.Unlock()
 		return nil, err
 	}
+	lap("reconstruct")
 	gens, err := Generations(j)
 	if err != nil {
 		live.Unlock()
@@ -117,6 +135,7 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 		res.Changes = []Change{}
 	}
 	res.Summary, res.Root = Summarize(res.Changes), newRoot
+	lap("diff")
 	if dry {
 		// Root hands out the live tree's new objects once: keep them, or
 		// the next generation would name objects nobody stored.
@@ -141,6 +160,7 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 		return nil, fmt.Errorf("rewind: reset record: %w", err)
 	}
 	res.Reset = reset.Seq
+	lap("reset")
 	fault("after-reset")
 	g := &journal.Record{Op: journal.OpGeneration, Time: now, GenKind: KindRewind,
 		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: live.NextInoLocked(),
@@ -154,11 +174,14 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rewind: %w", err)
 	}
+	lap("swap")
 	fault("after-swap")
 	if err := indexGeneration(j, g.Seq); err != nil {
 		return nil, err
 	}
+	lap("index")
 	rw.invalidate(changes)
+	lap("invalidate")
 	res.Took = time.Since(start)
 	return res, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -112,6 +113,20 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		ready.Close()
 	} else {
 		fmt.Fprintf(os.Stderr, "reynfs: mounted %s at %s (store %s)\n", paths.Dir, paths.Mountpoint, paths.Store)
+	}
+	if path := os.Getenv("REYNFS_CPUPROFILE"); path != "" {
+		// For profiling the daemon (scripts/bench.sh, perf work): the
+		// profile covers the mount's whole life.
+		f, err := os.Create(path)
+		if err == nil {
+			defer f.Close()
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			log.Error().Err(err).Msg("cpu profile")
+		} else {
+			defer pprof.StopCPUProfile()
+		}
 	}
 	return d.Serve(ctx)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -54,6 +55,11 @@ func printRewind(r *rewind.Result, dry bool) {
 		fmt.Printf(" (reset record at seq %d; undo with 'reynfs rewind %d')", r.Reset, r.Reset-1)
 	}
 	fmt.Printf(" in %s\n", r.Took.Round(10_000))
+	if os.Getenv("REYNFS_TIMING") != "" {
+		for _, p := range r.Phases {
+			fmt.Printf("  %-12s %s\n", p.Name, p.Took.Round(10_000))
+		}
+	}
 	s := r.Summary
 	fmt.Printf("  %d restored (added back), %d changed, %d removed\n", s.Added, s.Modified, s.Removed)
 	for i, c := range r.Changes {

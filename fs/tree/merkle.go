@@ -3,6 +3,8 @@ package tree
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"syscall"
 
@@ -86,6 +88,15 @@ func (n *Node) inode() *cas.Inode {
 // subtrees are decoded once; hard links (entries with one inode number)
 // become one node.
 func Load(store cas.Store, root cas.Hash) (*Tree, error) {
+	return LoadFrom(store, root, nil)
+}
+
+// LoadFrom is Load that copies the subtrees base already holds (same
+// inode-object hash, so the same content) instead of reading them from the
+// store: a rewind between nearby states costs what differs, not the tree.
+// base must be clean (Root called since its last change) and is not
+// modified.
+func LoadFrom(store cas.Store, root cas.Hash, base *Tree) (*Tree, error) {
 	t := &Tree{store: store, nodes: map[uint64]*Node{}}
 	in, err := getInode(store, root)
 	if err != nil {
@@ -94,18 +105,37 @@ func Load(store cas.Store, root cas.Hash) (*Tree, error) {
 	if in.Mode&syscall.S_IFMT != syscall.S_IFDIR || in.Ino != RootIno {
 		return nil, fmt.Errorf("load root %s: not a root directory: %w", root.Short(), cas.ErrCorrupt)
 	}
-	if err := t.load(store, in, root); err != nil {
+	n := fromInode(in, root)
+	t.nodes[n.Ino] = n
+	if err := t.loadEntries(store, n, in.Entries, base); err != nil {
 		return nil, err
 	}
-	return t, t.Check()
+	if base == nil {
+		return t, t.Check()
+	}
+	return t, nil
 }
 
-func (t *Tree) load(store cas.Store, in *cas.Inode, h cas.Hash) error {
-	n := fromInode(in, h)
-	t.nodes[n.Ino] = n
-	for _, e := range in.Entries {
+// loadEntries links the entries of directory n, loading (or copying from
+// base) the inodes not seen yet.
+func (t *Tree) loadEntries(store cas.Store, n *Node, entries []cas.Entry, base *Tree) error {
+	for _, e := range entries {
 		c, seen := t.nodes[e.Ino]
-		if !seen {
+		switch {
+		case seen:
+			if c.IsDir() || c.obj != e.Object {
+				return fmt.Errorf("load %q: inode %d linked twice with different objects: %w", e.Name, e.Ino, cas.ErrCorrupt)
+			}
+		case base.reusable(e.Ino, e.Object) != nil:
+			b := base.nodes[e.Ino]
+			c = copyNode(b)
+			t.nodes[c.Ino] = c
+			if c.IsDir() {
+				if err := t.loadEntries(store, c, base.entryList(b), base); err != nil {
+					return err
+				}
+			}
+		default:
 			cin, err := getInode(store, e.Object)
 			if err != nil {
 				return fmt.Errorf("load %q: %w", e.Name, err)
@@ -113,12 +143,11 @@ func (t *Tree) load(store cas.Store, in *cas.Inode, h cas.Hash) error {
 			if cin.Ino != e.Ino {
 				return fmt.Errorf("load %q: entry says inode %d, object %d: %w", e.Name, e.Ino, cin.Ino, cas.ErrCorrupt)
 			}
-			if err := t.load(store, cin, e.Object); err != nil {
+			c = fromInode(cin, e.Object)
+			t.nodes[c.Ino] = c
+			if err := t.loadEntries(store, c, cin.Entries, base); err != nil {
 				return err
 			}
-			c = t.nodes[e.Ino]
-		} else if c.IsDir() || c.obj != e.Object {
-			return fmt.Errorf("load %q: inode %d linked twice with different objects: %w", e.Name, e.Ino, cas.ErrCorrupt)
 		}
 		n.entries[e.Name] = e.Ino
 		c.parents[n.Ino]++
@@ -129,6 +158,40 @@ func (t *Tree) load(store cas.Store, in *cas.Inode, h cas.Hash) error {
 		}
 	}
 	return nil
+}
+
+// reusable returns base's node ino if its inode object is h (nil base:
+// none).
+func (t *Tree) reusable(ino uint64, h cas.Hash) *Node {
+	if t == nil {
+		return nil
+	}
+	b := t.nodes[ino]
+	if b == nil || b.dirty || b.obj != h || b.pending != nil {
+		return nil
+	}
+	return b
+}
+
+// entryList returns directory b's entries as its inode object lists them.
+func (t *Tree) entryList(b *Node) []cas.Entry {
+	out := make([]cas.Entry, 0, len(b.entries))
+	for _, name := range b.sortedNames() {
+		ino := b.entries[name]
+		out = append(out, cas.Entry{Name: name, Ino: ino, Object: t.nodes[ino].obj})
+	}
+	return out
+}
+
+// copyNode copies a clean node without its links (loadEntries adds them).
+func copyNode(b *Node) *Node {
+	n := newNode(b.Ino, b.Mode, b.Uid, b.Gid, b.Rdev, 0)
+	n.Size, n.Atime, n.Mtime, n.Ctime = b.Size, b.Atime, b.Mtime, b.Ctime
+	n.target, n.holes = b.target, b.holes
+	n.chunks = slices.Clone(b.chunks)
+	n.xattrs = maps.Clone(b.xattrs) // values are replaced, never changed in place
+	n.obj, n.dirty = b.obj, false
+	return n
 }
 
 func getInode(store cas.Store, h cas.Hash) (*cas.Inode, error) {
