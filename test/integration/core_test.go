@@ -3,6 +3,7 @@ package integration
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -401,3 +402,283 @@ func coreUnmountStray(t testing.TB, env []string, dir, store string) {
 		_ = unix.Kill(pid, unix.SIGKILL)
 	}
 }
+
+// coreErrno is the errno of err ("ok" for nil).
+func coreErrno(err error) string {
+	var errno unix.Errno
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &errno):
+		return unix.ErrnoName(errno)
+	}
+	return err.Error()
+}
+
+// TestViews: .reynfs is not listed by a readdir of the root (os.ReadDir,
+// ls -a, find, grep -r) but ls, cat, cd, diff -r against an export and
+// cp -a work inside it; every kind of write there fails with EROFS and
+// changes nothing; symlinks read as stored; .reynfs/timeline lists the
+// generations.
+func TestViews(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("needle one\n"), 0o644)
+	writeFile(t, filepath.Join(dir, "src", "main.go"), []byte("package main\n"), 0o600)
+	m := mountProject(t, dir)
+	checkFds(t)
+	live := func(rel string) string { return filepath.Join(m.Dir, rel) }
+	writeFile(t, live("src/lib/x.c"), []byte("int x;\n"), 0o640)
+	writeFile(t, live("bin/run.sh"), bytesRepeat("echo run\n", 10000), 0o755) // > one 64 KiB chunk
+	if err := os.Symlink("a.txt", live("rel")); err != nil {
+		t.Fatal(err)
+	}
+	absTarget := live("a.txt")
+	if err := os.Symlink(absTarget, live("abs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/nonexistent/dangling", live("dangling")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(live("a.txt"), "user.note", []byte("at g2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(live("src/main.go"), live("src/main.hardlink")); err != nil {
+		t.Fatal(err)
+	}
+	rwCheckpoint(t, m, "two")
+	g2State := rwRead(t, m.Dir)
+	writeFile(t, live("a.txt"), []byte("needle two\n"), 0o644)
+	if err := os.RemoveAll(live("src/lib")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, live("new.txt"), []byte("new"), 0o644)
+	g3 := rwCheckpoint(t, m, "three")
+	writeFile(t, live("after.txt"), []byte("not in a generation"), 0o644)
+	liveState := rwRead(t, m.Dir)
+	gens := rwLog(t, m).Gens
+	var names []string
+	for _, g := range gens {
+		names = append(names, fmt.Sprintf("g%d", g.ID))
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"g1", "g2", "g3"}) {
+		t.Fatalf("reynfs log: generations %v, want g1 g2 g3 (import, two, three)", names)
+	}
+	view := live(".reynfs/generations/g2")
+
+	// Not listed by readdir of the root, by any tool.
+	ents, err := os.ReadDir(m.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top []string
+	for _, e := range ents {
+		top = append(top, e.Name())
+	}
+	if want := []string{"a.txt", "abs", "after.txt", "bin", "dangling", "new.txt", "rel", "src"}; !slices.Equal(top, want) {
+		t.Errorf("os.ReadDir(mount root) = %v, want %v (no .reynfs)", top, want)
+	}
+	if out := sh(t, m.Dir, nil, "ls -a"); strings.Contains(out, ".reynfs") {
+		t.Errorf("ls -a in the mount root lists .reynfs:\n%s", out)
+	}
+	if out := sh(t, m.Dir, nil, "find . | sort"); strings.Contains(out, ".reynfs") || strings.Count(out, "\n") != len(liveState)+1 {
+		t.Errorf("find in the mount: %d lines, want %d, none under .reynfs:\n%s", strings.Count(out, "\n"), len(liveState)+1, out)
+	}
+	if out := sh(t, m.Dir, nil, "grep -rl needle . | sort"); out != "./a.txt\n" {
+		t.Errorf("grep -rl needle in the mount: %q, want only ./a.txt (history has an older a.txt)", out)
+	}
+
+	// But it is there for those who ask.
+	if out := sh(t, m.Dir, nil, "ls .reynfs"); out != "generations\nseq\ntimeline\n" {
+		t.Errorf("ls .reynfs: %q, want generations, seq, timeline", out)
+	}
+	if out := sh(t, m.Dir, nil, "ls .reynfs/generations"); out != "g1\ng2\ng3\n" {
+		t.Errorf("ls .reynfs/generations: %q, want g1 g2 g3", out)
+	}
+	if out := sh(t, m.Dir, nil, "cd .reynfs/generations/g2/src && pwd && cat main.go && ls -a"); out != view+"/src\npackage main\n.\n..\nlib\nmain.go\nmain.hardlink\n" {
+		t.Errorf("cd into the view, cat, ls -a: %q", out)
+	}
+	rwExpect(t, view, g2State, "view of g2")
+	if out := sh(t, m.Dir, nil, "cd .reynfs/generations/g3 && ls .. && cat ../g1/a.txt"); out != "g1\ng2\ng3\nneedle one\n" {
+		t.Errorf("cd g3; ls ..; cat ../g1/a.txt: %q", out)
+	}
+	rwExpect(t, live(fmt.Sprintf(".reynfs/seq/%d", g3)), rwRead(t, live(".reynfs/generations/g3")), "seq view of g3")
+	if b, err := os.ReadFile(filepath.Join(view, "a.txt")); err != nil || string(b) != "needle one\n" {
+		t.Errorf("cat view/a.txt = %q, %v; want the g2 content", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(view, "rel")); err != nil || string(b) != "needle one\n" {
+		t.Errorf("cat view/rel (relative symlink to a.txt) = %q, %v; want the view's a.txt, not the live one", b, err)
+	}
+	for name, want := range map[string]string{"rel": "a.txt", "abs": absTarget, "dangling": "/nonexistent/dangling"} {
+		if got, err := os.Readlink(filepath.Join(view, name)); err != nil || got != want {
+			t.Errorf("readlink view/%s = %q, %v; want %q as stored", name, got, err, want)
+		}
+	}
+	buf := make([]byte, 64)
+	if n, err := unix.Getxattr(filepath.Join(view, "a.txt"), "user.note", buf); err != nil || string(buf[:n]) != "at g2" {
+		t.Errorf("getxattr view/a.txt user.note = %q, %v; want \"at g2\"", buf[:max(n, 0)], err)
+	}
+	if ino1, n1, err1 := statIno(filepath.Join(view, "src/main.go")); err1 != nil || n1 != 2 {
+		t.Errorf("view/src/main.go: nlink %d, %v; want 2", n1, err1)
+	} else if ino2, _, _ := statIno(filepath.Join(view, "src/main.hardlink")); ino2 != ino1 {
+		t.Errorf("view: main.go ino %d and main.hardlink ino %d; want one inode (hard link)", ino1, ino2)
+	}
+
+	// diff -r against an export, cp -a out of the view.
+	exp := filepath.Join(t.TempDir(), "export")
+	if r := m.Run("export", "g2", exp, "--store", m.Store); r.Code != 0 {
+		t.Fatalf("reynfs export g2: exit %d: %s", r.Code, r.Stderr)
+	}
+	sh(t, "/", nil, fmt.Sprintf("diff -r --no-dereference %q %q", view, exp))
+	cp := filepath.Join(t.TempDir(), "copy")
+	sh(t, "/", nil, fmt.Sprintf("cp -a %q %q", view, cp))
+	rwExpect(t, cp, g2State, "cp -a of the view")
+	vs, err := snapshot(view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := snapshot(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := snapshot(exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := compareTrees(vs, cs, cmpOpts{mtime: true}); len(d) > 0 {
+		t.Errorf("cp -a of the view differs from the view (modes, mtimes, xattrs, links):\n%s", truncList(d, 10))
+	}
+	for k, e := range es { // the view shows the stored modes without write bits
+		e.Perm &^= 0o222
+		es[k] = e
+	}
+	if d := compareTrees(es, vs, cmpOpts{mtime: true}); len(d) > 0 {
+		t.Errorf("view of g2 differs from reynfs export g2 (modes without write bits, mtimes, xattrs, links):\n%s", truncList(d, 10))
+	}
+
+	// Every write inside the views fails with EROFS and changes nothing.
+	head := rwHead(t, m)
+	vf, vd := filepath.Join(view, "a.txt"), filepath.Join(view, "src")
+	gensDir := live(".reynfs/generations")
+	writes := []struct {
+		what string
+		op   func() error
+	}{
+		{"create", func() error {
+			fd, err := unix.Open(filepath.Join(vd, "new"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
+		{"mknod fifo", func() error { return unix.Mkfifo(filepath.Join(vd, "fifo"), 0o644) }},
+		{"mkdir", func() error { return unix.Mkdir(filepath.Join(vd, "d"), 0o755) }},
+		{"mkdir in generations/", func() error { return unix.Mkdir(filepath.Join(gensDir, "g99"), 0o755) }},
+		{"mkdir in .reynfs/", func() error { return unix.Mkdir(live(".reynfs/mine"), 0o755) }},
+		{"unlink", func() error { return unix.Unlink(vf) }},
+		{"unlink a symlink", func() error { return unix.Unlink(filepath.Join(view, "abs")) }},
+		{"rmdir", func() error { return unix.Rmdir(filepath.Join(vd, "lib")) }},
+		{"rmdir a generation", func() error { return unix.Rmdir(view) }},
+		{"rmdir .reynfs", func() error { return unix.Rmdir(live(".reynfs")) }},
+		{"rename in a view", func() error { return unix.Rename(vf, filepath.Join(view, "b.txt")) }},
+		{"rename over a view file", func() error { return unix.Rename(filepath.Join(view, "bin/run.sh"), vf) }},
+		{"rename out of a view", func() error { return unix.Rename(vf, live("stolen.txt")) }},
+		{"rename into a view", func() error { return unix.Rename(live("new.txt"), filepath.Join(view, "new.txt")) }},
+		{"rename a generation", func() error { return unix.Rename(view, filepath.Join(gensDir, "g9")) }},
+		{"rename .reynfs", func() error { return unix.Rename(live(".reynfs"), live("history")) }},
+		{"exchange with a live file", func() error {
+			return unix.Renameat2(unix.AT_FDCWD, live("new.txt"), unix.AT_FDCWD, vf, unix.RENAME_EXCHANGE)
+		}},
+		{"link into a view", func() error { return unix.Link(live("new.txt"), filepath.Join(view, "l")) }},
+		{"link out of a view", func() error { return unix.Link(vf, live("l")) }},
+		{"symlink", func() error { return unix.Symlink("a.txt", filepath.Join(view, "s")) }},
+		{"chmod", func() error { return unix.Chmod(vf, 0o777) }},
+		{"chmod a directory", func() error { return unix.Chmod(vd, 0o777) }},
+		{"chown", func() error { return unix.Lchown(vf, 1, 1) }},
+		{"utimes", func() error { return unix.UtimesNano(vf, []unix.Timespec{{Sec: 1}, {Sec: 1}}) }},
+		{"truncate", func() error { return unix.Truncate(vf, 0) }},
+		{"truncate up", func() error { return unix.Truncate(vf, 1<<20) }},
+		{"open O_WRONLY", func() error {
+			fd, err := unix.Open(vf, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				_, err = unix.Write(fd, []byte("x"))
+				unix.Close(fd)
+			}
+			return err
+		}},
+		{"open O_RDWR", func() error {
+			fd, err := unix.Open(vf, unix.O_RDWR|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
+		{"open O_APPEND", func() error {
+			fd, err := unix.Open(vf, unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
+		{"open O_TRUNC", func() error {
+			fd, err := unix.Open(vf, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
+		{"open timeline O_WRONLY", func() error {
+			fd, err := unix.Open(live(".reynfs/timeline"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
+		{"setxattr", func() error { return unix.Setxattr(vf, "user.x", []byte("y"), 0) }},
+		{"setxattr replace", func() error { return unix.Setxattr(vf, "user.note", []byte("y"), 0) }},
+		{"setxattr on a directory", func() error { return unix.Setxattr(vd, "user.x", []byte("y"), 0) }},
+		{"setxattr on .reynfs", func() error { return unix.Setxattr(live(".reynfs"), "user.x", []byte("y"), 0) }},
+		{"removexattr", func() error { return unix.Removexattr(vf, "user.note") }},
+		{"create in .reynfs/seq", func() error {
+			return os.WriteFile(live(".reynfs/seq/new"), []byte("x"), 0o644)
+		}},
+	}
+	for _, w := range writes {
+		if got := coreErrno(w.op()); got != "EROFS" {
+			t.Errorf("%s inside the views: %s, want EROFS", w.what, got)
+		}
+	}
+	if h := rwHead(t, m); h != head {
+		t.Errorf("the refused writes made records: head seq %d, want %d", h, head)
+	}
+	rwExpect(t, view, g2State, "view of g2 after the refused writes")
+	rwExpect(t, m.Dir, liveState, "live tree after the refused writes")
+	if n, err := unix.Getxattr(vf, "user.note", buf); err != nil || string(buf[:n]) != "at g2" {
+		t.Errorf("after the refused writes: getxattr view/a.txt user.note = %q, %v", buf[:max(n, 0)], err)
+	}
+
+	// The timeline lists every generation with its seq, kind and label.
+	tl, err := os.ReadFile(live(".reynfs/timeline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(tl), "\n"), "\n")
+	if len(lines) != len(gens)+2 || lines[0] != fmt.Sprintf("# reynfs timeline, newest first; head seq %d; * = on the current path", head) {
+		t.Fatalf(".reynfs/timeline: %d lines, want a header, %d generations, a footer:\n%s", len(lines), len(gens), tl)
+	}
+	for i, g := range gens { // log --json is newest first too
+		prefix := fmt.Sprintf("* g%d\tseq %d\t%s\t", g.ID, g.Seq, g.Kind)
+		if l := lines[i+1]; !strings.HasPrefix(l, prefix) || !strings.HasSuffix(l, "\t"+g.Label) {
+			t.Errorf(".reynfs/timeline line %d: %q, want %q...%q", i+1, l, prefix, "\t"+g.Label)
+		}
+	}
+
+	// After unmount and remount the views serve the same.
+	m.Unmount()
+	m.Mount()
+	rwExpect(t, view, g2State, "view of g2 after a remount")
+	rwExpect(t, m.Dir, liveState, "live tree after a remount")
+}
+
+// bytesRepeat is s repeated n times.
+func bytesRepeat(s string, n int) []byte { return []byte(strings.Repeat(s, n)) }
