@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -682,3 +683,223 @@ func TestViews(t *testing.T) {
 
 // bytesRepeat is s repeated n times.
 func bytesRepeat(s string, n int) []byte { return []byte(strings.Repeat(s, n)) }
+
+// coreRestored is reynfs restore --json.
+type coreRestored struct {
+	Path     string `json:"path"`
+	From     uint64 `json:"from_seq"`
+	Seq      uint64 `json:"seq"`
+	Inodes   uint64 `json:"inodes"`
+	Replaced bool   `json:"replaced"`
+}
+
+// TestRestoreCLI: reynfs restore PATH --from X brings back a deleted file,
+// a deleted directory tree (hard links kept) and an overwritten file, as
+// one record each, leaving the rest of the tree and every open file as
+// they are (not a rewind); bad input exits 2 with one line and changes
+// nothing; the printed undo works.
+func TestRestoreCLI(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "keep.txt"), []byte("keep"), 0o644)
+	writeFile(t, filepath.Join(dir, "doc.txt"), []byte("doc at base\n"), 0o640)
+	writeFile(t, filepath.Join(dir, "gone.txt"), []byte("gone at base"), 0o600)
+	writeFile(t, filepath.Join(dir, "tree", "a"), []byte("tree/a"), 0o644)
+	writeFile(t, filepath.Join(dir, "tree", "sub", "b"), bytesRepeat("tree/sub/b ", 20000), 0o755)
+	writeFile(t, filepath.Join(dir, "tree", "sub", "deeper", "c"), []byte("c"), 0o644)
+	writeFile(t, filepath.Join(dir, "other.txt"), []byte("other:"), 0o644)
+	m := mountProject(t, dir)
+	live := func(rel string) string { return filepath.Join(m.Dir, rel) }
+	if err := os.Symlink("../keep.txt", live("tree/link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(live("tree/a"), live("tree/sub/a.hard")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(live("tree/sub/b"), "user.k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	base := rwCheckpoint(t, m, "base")
+	baseState := rwRead(t, m.Dir)
+	baseSnap, err := snapshot(m.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The damage: a deleted file, a deleted tree, an overwritten file.
+	if err := os.Remove(live("gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(live("tree")); err != nil {
+		t.Fatal(err)
+	}
+	docFd, err := os.OpenFile(live("doc.txt"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer docFd.Close()
+	if _, err := docFd.WriteString("doc overwritten\n"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, live("new.txt"), []byte("made after base"), 0o644)
+	otherFd, err := os.OpenFile(live("other.txt"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otherFd.Close()
+	if _, err := otherFd.WriteString("1"); err != nil {
+		t.Fatal(err)
+	}
+	want := rwRead(t, m.Dir)
+	keepIno, _, err := statIno(live("keep.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	unchanged := func(what string) {
+		t.Helper()
+		rwExpect(t, m.Dir, want, what)
+	}
+	// Bad input first: exit 2, one line, no record, nothing changed.
+	head := rwHead(t, m)
+	outside := filepath.Join(t.TempDir(), "x")
+	writeFile(t, outside, []byte("x"), 0o644)
+	for _, args := range [][]string{
+		{"restore", outside, "--from", "base"},
+		{"restore", live("gone.txt")},
+		{"restore", live("gone.txt"), "--from", ""},
+		{"restore", live("new.txt"), "--from", "base"},
+		{"restore", live("never/was"), "--from", "base"},
+		{"restore", live("tree/sub/b"), "--from", "base"}, // its parent is gone now
+		{"restore", live("gone.txt"), "--from", "no-such-label"},
+		{"restore", live("gone.txt"), "--from", "99999"},
+		{"restore", live("gone.txt"), "--from", "g9"},
+		{"restore", m.Dir, "--from", "base"},
+		{"restore", live(".reynfs/generations/g2/gone.txt"), "--from", "base"},
+		{"restore", live("gone.txt"), live("keep.txt"), "--from", "base"},
+		{"restore", "--from", "base"},
+		{"restore", live("gone.txt"), "--from", "base", "--no-such-flag"},
+	} {
+		rwOneLine(t, m.Run(args...), 2, "reynfs "+strings.Join(args, " "))
+	}
+	if h := rwHead(t, m); h != head {
+		t.Errorf("bad restores made records: head seq %d, want %d", h, head)
+	}
+	unchanged("after bad restores")
+
+	restore := func(rel string) coreRestored {
+		t.Helper()
+		r := m.Run("restore", live(rel), "--from", "base", "--json")
+		var res coreRestored
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &res) != nil {
+			t.Fatalf("reynfs restore %s --from base --json: exit %d: %s%s", rel, r.Code, r.Stderr, r.Stdout)
+		}
+		if res.Path != rel || res.From != base || res.Seq <= head {
+			t.Errorf("reynfs restore %s --json: %+v; want path %s, from %d, a new record", rel, res, rel, base)
+		}
+		for p, v := range baseState { // the restored subtree is as it was at base
+			if p == rel || strings.HasPrefix(p, rel+"/") {
+				want[p] = v
+			}
+		}
+		rwExpect(t, m.Dir, want, "after reynfs restore "+rel)
+		head = res.Seq
+		return res
+	}
+	res := restore("gone.txt")
+	if res.Replaced || res.Inodes != 1 {
+		t.Errorf("restore of a deleted file: %+v; want 1 inode, nothing replaced", res)
+	}
+
+	// A deleted tree, named relative to a shell's working directory in
+	// the mount, in the text output.
+	out := sh(t, m.Dir, nil, fmt.Sprintf("%q restore tree --from base", reynfsBin))
+	if !strings.HasPrefix(out, fmt.Sprintf("restored tree from seq %d: 7 inode(s), record seq ", base)) || !strings.Contains(out, "undo with 'reynfs rewind ") {
+		t.Errorf("reynfs restore tree --from base (in the mount): %q; want 'restored tree from seq %d: 7 inode(s), record seq N...' and an undo hint", out, base)
+	}
+	for p, v := range baseState {
+		if p == "tree" || strings.HasPrefix(p, "tree/") {
+			want[p] = v
+		}
+	}
+	rwExpect(t, m.Dir, want, "after reynfs restore tree")
+	head = rwHead(t, m)
+	got, err := snapshot(live("tree"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTree := map[string]entry{}
+	for p, e := range baseSnap {
+		if rel, ok := strings.CutPrefix(p, "tree/"); ok {
+			wantTree[rel] = e
+		} else if p == "tree" {
+			wantTree["."] = e
+		}
+	}
+	if d := compareTrees(wantTree, got, cmpOpts{mtime: true, dirNlink: true}); len(d) > 0 {
+		t.Errorf("restored tree differs from the tree at base (modes, mtimes, xattrs, links):\n%s", truncList(d, 10))
+	}
+	if a, _, _ := statIno(live("tree/a")); a == 0 || a != func() uint64 { i, _, _ := statIno(live("tree/sub/a.hard")); return i }() {
+		t.Errorf("restored tree: tree/a and tree/sub/a.hard are not one inode any more")
+	}
+
+	// An overwritten file, while a handle on the replaced one is open.
+	res = restore("doc.txt")
+	if !res.Replaced || res.Inodes != 1 {
+		t.Errorf("restore of an overwritten file: %+v; want 1 inode, replaced", res)
+	}
+
+	// Open files are untouched: the handle on other.txt still writes into
+	// the live other.txt; the handle on the replaced doc.txt writes into
+	// the replaced file, never into the restored one.
+	if _, err := otherFd.WriteString("2"); err != nil {
+		t.Errorf("write through a handle opened before the restores: %v (a restore is not a rewind)", err)
+	}
+	if _, err := docFd.WriteString("late write\n"); err != nil {
+		t.Errorf("write through a handle on the replaced doc.txt: %v (a restore is not a rewind)", err)
+	}
+	if err := otherFd.Sync(); err != nil {
+		t.Errorf("fsync of a handle opened before the restores: %v", err)
+	}
+	want["other.txt"] = "other:12"
+	if b, err := os.ReadFile(live("other.txt")); err != nil || string(b) != want["other.txt"] {
+		t.Errorf("other.txt after writes around the restores = %q, %v; want %q", b, err, want["other.txt"])
+	}
+	if b, err := os.ReadFile(live("doc.txt")); err != nil || string(b) != "doc at base\n" {
+		t.Errorf("restored doc.txt after a write through the old handle = %q, %v; want the base content", b, err)
+	}
+	if ino, _, _ := statIno(live("keep.txt")); ino != keepIno {
+		t.Errorf("keep.txt changed inode across the restores: %d, was %d", ino, keepIno)
+	}
+	otherFd.Close()
+	docFd.Close()
+	rwExpect(t, m.Dir, want, "after the restores and the writes")
+
+	// Restoring the present state again replaces it with the same content.
+	if r := m.Run("restore", live("keep.txt"), "--from", "base"); r.Code != 0 || !strings.HasPrefix(r.Stdout, "restored (replacing what was there) keep.txt from seq ") {
+		t.Errorf("reynfs restore keep.txt --from base: exit %d, %q, %s", r.Code, r.Stdout, r.Stderr)
+	}
+	rwExpect(t, m.Dir, want, "after restoring an unchanged file")
+
+	// The undo hint: a rewind to the seq before the restore record.
+	if err := os.Remove(live("gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "gone.txt")
+	head = rwHead(t, m)
+	res = restore("gone.txt")
+	if u := rwRewind(t, m, strconv.FormatUint(res.Seq-1, 10)); u.Target != res.Seq-1 {
+		t.Errorf("undo of the restore went to seq %d, want %d", u.Target, res.Seq-1)
+	}
+	delete(want, "gone.txt")
+	rwExpect(t, m.Dir, want, "after the undo of a restore")
+
+	// The state survives the write-back and a remount; a restore on an
+	// unmounted workspace is refused.
+	m.Unmount()
+	rwExpect(t, dir, want, "written back after the restores")
+	m.Mount()
+	rwExpect(t, m.Dir, want, "remounted after the restores")
+	m.Unmount()
+	rwOneLine(t, m.Run("restore", filepath.Join(dir, "gone.txt"), "--from", "base"), 2, "reynfs restore on an unmounted workspace")
+	rwExpect(t, dir, want, "after a restore refused on an unmounted workspace")
+}
