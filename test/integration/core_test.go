@@ -1056,3 +1056,146 @@ func TestAgentState(t *testing.T) {
 	m.Mount()
 	show("planner", v4, st, m.Store)
 }
+
+// TestLargeSparseFile: a file over 4 GiB written at a few places only
+// (around the 4 GiB boundary, across a chunk boundary, at 5 GiB): its size
+// is exact, its blocks far below its size, holes read as zeros, and all of
+// it survives the write-back (still sparse on disk) and a remount; a
+// truncate down across the boundary and up again zeroes what it cut.
+func TestLargeSparseFile(t *testing.T) {
+	const (
+		gib    = int64(1) << 30
+		chunk  = int64(64) << 10
+		sparse = int64(64) << 20 // allocation far below the size: at most this
+	)
+	m := mountProject(t, t.TempDir())
+	checkFds(t)
+	writes := map[int64]string{
+		0:                      "head of the file",
+		4*gib - 3:              "ABCDEF", // bytes 4G-3 .. 4G+2
+		4*gib + chunk - 5:      "across a chunk boundary",
+		5 * gib:                "at five GiB",
+		5*gib + 3*chunk + 1000: "the end",
+	}
+	size := 5*gib + 3*chunk + 1000 + int64(len("the end"))
+	// want returns the expected bytes [off, off+n) of the file.
+	want := func(off, n int64) []byte {
+		b := make([]byte, n)
+		for at, s := range writes {
+			for i := range int64(len(s)) {
+				if p := at + i - off; p >= 0 && p < n {
+					b[p] = s[i]
+				}
+			}
+		}
+		return b
+	}
+	probes := []struct{ off, n int64 }{
+		{0, 4096}, {gib, chunk}, {2*gib - 7, 100}, {4*gib - 4096, 8192}, {4*gib + chunk - 100, 200},
+		{5*gib - 10, 40}, {5*gib + 2*chunk, 2 * chunk}, {size - 10, 10},
+	}
+	check := func(p, when string) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatalf("%s: stat: %v", when, err)
+		}
+		if st.Size != size {
+			t.Errorf("%s: size %d, want %d", when, st.Size, size)
+		}
+		if st.Blocks <= 0 || st.Blocks*512 > sparse {
+			t.Errorf("%s: %d blocks (%d bytes allocated) for a sparse file of %d bytes with %d bytes written; want 0 < allocated <= %d",
+				when, st.Blocks, st.Blocks*512, size, len(strings.Join(slices.Collect(maps.Values(writes)), "")), sparse)
+		}
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("%s: open: %v", when, err)
+		}
+		defer unix.Close(fd)
+		for _, pr := range probes {
+			got := make([]byte, pr.n)
+			n, err := unix.Pread(fd, got, pr.off)
+			if err != nil || int64(n) != min(pr.n, size-pr.off) {
+				t.Errorf("%s: pread %d bytes at %d: %d, %v", when, pr.n, pr.off, n, err)
+				continue
+			}
+			if w := want(pr.off, int64(n)); !bytes.Equal(got[:n], w) {
+				t.Errorf("%s: bytes at %d..%d differ from what was written (holes must read as zeros):\ngot  %q\nwant %q",
+					when, pr.off, pr.off+int64(n), coreShort(got[:n]), coreShort(w))
+			}
+		}
+		if n, err := unix.Pread(fd, make([]byte, 10), size); n != 0 || err != nil {
+			t.Errorf("%s: pread at EOF: %d, %v; want 0, nil", when, n, err)
+		}
+	}
+
+	p := filepath.Join(m.Dir, "big.bin")
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range slices.Sorted(maps.Keys(writes)) {
+		if n, err := unix.Pwrite(fd, []byte(writes[at]), at); err != nil || n != len(writes[at]) {
+			unix.Close(fd)
+			t.Fatalf("pwrite at %d: %d, %v", at, n, err)
+		}
+	}
+	if err := unix.Fsync(fd); err != nil {
+		t.Errorf("fsync: %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Size != size {
+		t.Errorf("fstat of the open file: size %d, %v; want %d", st.Size, err, size)
+	}
+	unix.Close(fd)
+	check(p, "mounted")
+
+	m.Unmount()
+	check(filepath.Join(m.Dir, "big.bin"), "written back")
+	m.Mount()
+	check(p, "remounted")
+
+	// Truncate down across the 4 GiB boundary, then up again: the bytes
+	// cut off read as zeros, not as the old data.
+	if err := unix.Truncate(p, 4*gib+1); err != nil {
+		t.Fatal(err)
+	}
+	writes = map[int64]string{0: "head of the file", 4*gib - 3: "ABCD"}
+	size = 4*gib + 1
+	probes = []struct{ off, n int64 }{{0, 4096}, {4*gib - 4096, 4097}}
+	check(p, "truncated to 4 GiB + 1")
+	if err := unix.Truncate(p, 6*gib); err != nil {
+		t.Fatal(err)
+	}
+	size = 6 * gib
+	probes = []struct{ off, n int64 }{{0, 4096}, {4*gib - 4096, 8192}, {4*gib + chunk - 100, 200}, {5*gib - 10, 40}, {6*gib - 100, 100}}
+	check(p, "truncated down, then up to 6 GiB")
+	m.Unmount()
+	check(filepath.Join(m.Dir, "big.bin"), "written back after the truncates")
+	m.Mount()
+	check(p, "remounted after the truncates")
+}
+
+// coreShort shows a byte slice in a failure message: its non-zero runs
+// and where they are.
+func coreShort(b []byte) string {
+	var parts []string
+	for i := 0; i < len(b); {
+		if b[i] == 0 {
+			j := i
+			for j < len(b) && b[j] == 0 {
+				j++
+			}
+			parts = append(parts, fmt.Sprintf("[%d zeros]", j-i))
+			i = j
+			continue
+		}
+		j := i
+		for j < len(b) && b[j] != 0 {
+			j++
+		}
+		parts = append(parts, fmt.Sprintf("@%d %q", i, b[i:j]))
+		i = j
+	}
+	return strings.Join(parts, " ")
+}
