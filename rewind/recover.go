@@ -24,6 +24,31 @@ func Reconstruct(j *journal.Journal, x uint64) (*tree.Tree, error) {
 // as the live one) every subtree the state at x shares with it, instead of
 // reading it from the store.
 func ReconstructFrom(j *journal.Journal, x uint64, base *tree.Tree) (*tree.Tree, error) {
+	p, err := planReplay(j, x)
+	if err != nil {
+		return nil, err
+	}
+	t, err := tree.LoadFrom(j.Objects(), p.root, base)
+	if err != nil {
+		return nil, fmt.Errorf("reconstruct %d: generation %d: %w", x, p.gen, err)
+	}
+	if err := p.replay(j, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// replayPlan says how to reach the state at x: the tree of generation gen
+// (root), then the records after it on x's path up to x.
+type replayPlan struct {
+	x, gen uint64
+	root   cas.Hash
+	path   *journal.Path
+}
+
+// planReplay finds the nearest generation at or before x on x's path and
+// checks that the state is retained; it reads no tree.
+func planReplay(j *journal.Journal, x uint64) (*replayPlan, error) {
 	if x > j.Durable() {
 		// Replay reads committed records: wait for those up to x.
 		if err := j.Sync(); err != nil {
@@ -42,8 +67,7 @@ func ReconstructFrom(j *journal.Journal, x uint64, base *tree.Tree) (*tree.Tree,
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct %d: %w", x, err)
 	}
-	var start uint64 // replay from here (exclusive)
-	var t *tree.Tree
+	p := &replayPlan{x: x, path: path}
 	for i := len(gens) - 1; i >= 0; i-- {
 		g := gens[i]
 		if g > x || !path.OnPath(g, x) {
@@ -53,32 +77,43 @@ func ReconstructFrom(j *journal.Journal, x uint64, base *tree.Tree) (*tree.Tree,
 		if err != nil {
 			return nil, fmt.Errorf("reconstruct %d: generation %d: %w", x, g, err)
 		}
-		if t, err = tree.LoadFrom(j.Objects(), r.Root, base); err != nil {
-			return nil, fmt.Errorf("reconstruct %d: generation %d: %w", x, g, err)
-		}
-		start = g
+		p.gen, p.root = g, r.Root
 		break
 	}
-	if err := checkRetained(j, x, start); err != nil {
+	if err := checkRetained(j, x, p.gen); err != nil {
 		return nil, err
 	}
-	err = j.Iter(start+1, func(r *journal.Record) error {
-		if r.Seq > x {
+	if p.gen == 0 {
+		return nil, fmt.Errorf("reconstruct %d: %w", x, ErrNoState)
+	}
+	return p, nil
+}
+
+// replay applies the records after the plan's generation on x's path, up
+// to x, to t (the generation's tree). An import replaces the whole tree
+// (grafted in place).
+func (p *replayPlan) replay(j *journal.Journal, t *tree.Tree) error {
+	err := j.Iter(p.gen+1, func(r *journal.Record) error {
+		if r.Seq > p.x {
 			return errStop
 		}
-		if !path.OnPath(r.Seq, x) {
+		if !p.path.OnPath(r.Seq, p.x) {
 			return nil
 		}
 		if r.Op == journal.OpImport {
-			nt, err := tree.Load(j.Objects(), r.Root)
+			// Graft starts from a clean tree; the objects Root makes are
+			// stored, as every object a clean node names must be.
+			_, blobs, err := t.Root()
+			if err == nil {
+				err = putBlobs(j.Objects(), blobs)
+			}
 			if err != nil {
 				return fmt.Errorf("seq %d: %w", r.Seq, err)
 			}
-			t = nt
+			if err := t.Graft(r.Root); err != nil {
+				return fmt.Errorf("seq %d: %w", r.Seq, err)
+			}
 			return nil
-		}
-		if t == nil {
-			return fmt.Errorf("seq %d before any generation: %w", r.Seq, ErrNoState)
 		}
 		if err := t.Apply(r); err != nil {
 			return fmt.Errorf("replay seq %d (%v): %w", r.Seq, r.Op, err)
@@ -86,12 +121,9 @@ func ReconstructFrom(j *journal.Journal, x uint64, base *tree.Tree) (*tree.Tree,
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return nil, fmt.Errorf("reconstruct %d: %w", x, err)
+		return fmt.Errorf("reconstruct %d: %w", p.x, err)
 	}
-	if t == nil {
-		return nil, ErrNoState
-	}
-	return t, nil
+	return nil
 }
 
 var errStop = errors.New("stop")

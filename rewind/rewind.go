@@ -69,9 +69,10 @@ func (rw *Rewinder) agents() *agents.Registry {
 
 // Rewind moves the live workspace to the state at seq target: it journals
 // buffered writes, appends and syncs the reset record {target, supersedes}
-// before anything else changes, reconstructs the target state, swaps it
-// in, cuts a generation of kind rewind, and then invalidates the kernel's
-// caches of what changed. Open handles from before become stale.
+// before anything else changes, moves the live tree to the target in place
+// (Graft: only what differs is touched), cuts a generation of kind rewind,
+// and then invalidates the kernel's caches of what changed. Open handles
+// from before become stale. A dry run computes the same on a copy.
 func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	if !rw.mu.TryLock() {
 		return nil, fmt.Errorf("%w: another rewind is running", ErrTarget)
@@ -88,90 +89,99 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	}
 
 	live.Lock()
+	defer live.Unlock()
 	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
-		live.Unlock()
 		return nil, err
 	}
 	if err := j.Sync(); err != nil { // replay reads committed records only
-		live.Unlock()
 		return nil, err
 	}
 	lap("flush")
-	oldRoot, oldBlobs, err := live.Tree().Root()
+	t := live.Tree()
+	oldRoot, oldBlobs, err := t.Root()
 	if err != nil {
-		live.Unlock()
 		return nil, err
 	}
 	lap("root")
-	nt, err := ReconstructFrom(j, target, live.Tree())
+	if dry {
+		// Root hands out the live tree's new objects once: keep them, or
+		// the next generation would name objects nobody stored.
+		if err := putBlobs(j.Objects(), oldBlobs); err != nil {
+			return nil, err
+		}
+		nt, err := ReconstructFrom(j, target, t)
+		if err != nil {
+			return nil, err
+		}
+		newRoot, newBlobs, err := nt.Root()
+		if err != nil {
+			return nil, err
+		}
+		lap("reconstruct")
+		changes, err := DiffRoots(NewOverlay(j.Objects(), newBlobs), oldRoot, newRoot)
+		if err != nil {
+			return nil, err
+		}
+		res.setChanges(changes, newRoot)
+		lap("diff")
+		res.Took = time.Since(start)
+		return res, nil
+	}
+
+	// Everything that can refuse the target, before the reset record.
+	plan, err := planReplay(j, target)
 	if err != nil {
-		live.Unlock()
 		return nil, err
 	}
-	newRoot, newBlobs, err := nt.Root()
-	if err != nil {
-		live.Unlock()
-		return nil, err
-	}
-	lap("reconstruct")
 	gens, err := Generations(j)
 	if err != nil {
-		live.Unlock()
 		return nil, err
 	}
 	states, err := agents.StatesAt(j, target, gens)
 	if err != nil {
-		live.Unlock()
 		return nil, err
-	}
-	ov := NewOverlay(j.Objects(), oldBlobs, newBlobs)
-	changes, err := DiffRoots(ov, oldRoot, newRoot)
-	if err != nil {
-		live.Unlock()
-		return nil, err
-	}
-	res.Changes = Coalesce(changes)
-	if res.Changes == nil {
-		res.Changes = []Change{}
-	}
-	res.Summary, res.Root = Summarize(res.Changes), newRoot
-	lap("diff")
-	if dry {
-		// Root hands out the live tree's new objects once: keep them, or
-		// the next generation would name objects nobody stored.
-		err := putBlobs(j.Objects(), oldBlobs)
-		live.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		res.Took = time.Since(start)
-		return res, nil
 	}
 	path, err := j.Path()
 	if err != nil {
-		live.Unlock()
 		return nil, err
 	}
 	now := time.Now().UnixNano()
 	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
 	j.Enqueue(reset, oldBlobs) // the abandoned state's objects stay reachable
 	if err := j.Sync(); err != nil {
-		live.Unlock()
 		return nil, fmt.Errorf("rewind: reset record: %w", err)
 	}
 	res.Reset = reset.Seq
 	lap("reset")
 	fault("after-reset")
+
+	// The reset is durable: from here the workspace is the target state,
+	// whatever happens to this process.
+	if t, err = rw.moveTo(t, plan); err != nil {
+		live.FailLocked(err)
+		return nil, fmt.Errorf("rewind: %w (the reset record is durable: remount to serve the target)", err)
+	}
+	newRoot, newBlobs, err := t.Root()
+	if err != nil {
+		live.FailLocked(err)
+		return nil, err
+	}
+	lap("reconstruct")
+	changes, err := DiffRoots(NewOverlay(j.Objects(), newBlobs), oldRoot, newRoot)
+	if err != nil {
+		live.FailLocked(err)
+		return nil, err
+	}
+	res.setChanges(changes, newRoot)
+	lap("diff")
 	g := &journal.Record{Op: journal.OpGeneration, Time: now, GenKind: KindRewind,
 		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: live.NextInoLocked(),
 		Agents: agents.Refs(states)}
 	j.Enqueue(g, newBlobs)
 	fault("mid-swap")
-	live.Swap(nt)
+	live.Swap(t)
 	rw.agents().Reset(states)
-	err = j.Sync()
-	live.Unlock()
-	if err != nil {
+	if err := j.Sync(); err != nil {
 		return nil, fmt.Errorf("rewind: %w", err)
 	}
 	lap("swap")
@@ -184,6 +194,33 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	lap("invalidate")
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// moveTo turns the live tree t into the planned state in place: a graft
+// to the plan's generation, then the replay. If that fails midway, the
+// tree is rebuilt from the store instead.
+func (rw *Rewinder) moveTo(t *tree.Tree, plan *replayPlan) (*tree.Tree, error) {
+	t.OnDrop = nil // nodes the move drops are not unlinked files; Swap sets it again
+	err := t.Graft(plan.root)
+	if err == nil {
+		err = plan.replay(rw.J, t)
+	}
+	if err == nil {
+		return t, nil
+	}
+	nt, rerr := Reconstruct(rw.J, plan.x)
+	if rerr != nil {
+		return nil, fmt.Errorf("%v; rebuilding it: %w", err, rerr)
+	}
+	return nt, nil
+}
+
+func (res *Result) setChanges(changes []Change, root cas.Hash) {
+	res.Changes = Coalesce(changes)
+	if res.Changes == nil {
+		res.Changes = []Change{}
+	}
+	res.Summary, res.Root = Summarize(res.Changes), root
 }
 
 func (rw *Rewinder) invalidate(cs []Change) {

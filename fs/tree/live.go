@@ -173,6 +173,11 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 func (l *Live) Fail(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.FailLocked(err)
+}
+
+// FailLocked is Fail for a caller that holds the lock.
+func (l *Live) FailLocked(err error) {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("%w: %v", ErrFailed, err)
 	}
