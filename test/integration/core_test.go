@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
@@ -8,12 +9,14 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1333,4 +1336,280 @@ func coreFirstDiff(a, b []byte) int {
 		return min(len(a), len(b))
 	}
 	return -1
+}
+
+// The crash writer is this test binary re-executed with coreCrashEnv set
+// to a directory inside a mount: init runs it before TestMain (which would
+// build reynfs again) and exits.
+const (
+	coreCrashEnv   = "REYNFS_CORE_CRASH_WRITER"
+	coreCrashFiles = 4
+)
+
+func init() {
+	if dir := os.Getenv(coreCrashEnv); dir != "" {
+		os.Exit(coreCrashWriter(dir))
+	}
+}
+
+// coreCrashRecord is record n of file k: a header, 1 to 9000 bytes that
+// depend on (k, n), a newline.
+func coreCrashRecord(k, n int) []byte {
+	l := (n*7919+k*104729)%9000 + 1
+	b := fmt.Appendf(nil, "<%d:%d:%d>", k, n, l)
+	for i := range l {
+		b = append(b, byte('a'+(n+i+k)%26))
+	}
+	return append(b, '\n')
+}
+
+// coreCrashParse returns how many whole records file k holds, and the
+// offset of the first byte that is not one (len(data) if none).
+func coreCrashParse(k int, data []byte) (records, end int) {
+	for {
+		rec := coreCrashRecord(k, records)
+		if !bytes.HasPrefix(data[end:], rec) {
+			return records, end
+		}
+		end += len(rec)
+		records++
+	}
+}
+
+// coreCrashWriter appends records to coreCrashFiles files in dir, one
+// goroutine per file, fsyncs after each and prints "ack K N" once record N
+// of file K is acknowledged. It runs until a write fails (the daemon is
+// killed) and exits 0 then, 3 if a file holds something else than
+// records.
+func coreCrashWriter(dir string) int {
+	var mu sync.Mutex
+	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(os.Stdout, format+"\n", args...) // one write(2) per line
+	}
+	var wg sync.WaitGroup
+	code := make(chan int, coreCrashFiles)
+	for k := range coreCrashFiles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := filepath.Join(dir, fmt.Sprintf("f%d", k))
+			data, err := os.ReadFile(p)
+			if err != nil && !os.IsNotExist(err) {
+				say("error %d read: %v", k, err)
+				return
+			}
+			next, end := coreCrashParse(k, data)
+			if end != len(data) {
+				say("bad %d: %d bytes after %d whole records", k, len(data)-end, next)
+				code <- 3
+				return
+			}
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+			if err != nil {
+				say("error %d open: %v", k, err)
+				return
+			}
+			defer f.Close()
+			if d, err := os.Open(dir); err == nil { // the new name is durable too
+				err = d.Sync()
+				d.Close()
+				if err != nil {
+					say("error %d fsync dir: %v", k, err)
+					return
+				}
+			}
+			for n := next; ; n++ {
+				if _, err := f.Write(coreCrashRecord(k, n)); err != nil {
+					say("error %d write %d: %v", k, n, err)
+					return
+				}
+				if err := f.Sync(); err != nil {
+					say("error %d fsync %d: %v", k, n, err)
+					return
+				}
+				say("ack %d %d", k, n)
+			}
+		}()
+	}
+	wg.Wait()
+	close(code)
+	return <-code // 0 when closed empty
+}
+
+// TestCrashFsync: a writer process appends records to several files in the
+// mount and fsyncs after each, printing what fsync acknowledged; the
+// daemon is SIGKILLed at a random moment, reynfs mount clears the dead
+// mount, and every acknowledged record is there, whole, in order, with
+// nothing after the last record but whole records. Three rounds on the
+// same store, at different kill points. Then: a file written and
+// fsync'd, renamed (also over another file) and the directory fsync'd,
+// and an unlink with the directory fsync'd, survive a kill.
+func TestCrashFsync(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("REYNFS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("REYNFS_SEED: %v", err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	t.Logf("seed %d (REYNFS_SEED=%d replays the kill points)", seed, seed)
+	m := mountProject(t, t.TempDir())
+	dir := filepath.Join(m.Dir, "crash")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	acked := make([]int, coreCrashFiles) // highest acknowledged record + 1, per file
+	check := func(root, when string) {
+		t.Helper()
+		for k := range coreCrashFiles {
+			p := filepath.Join(root, "crash", fmt.Sprintf("f%d", k))
+			data, err := os.ReadFile(p)
+			if err != nil && !(os.IsNotExist(err) && acked[k] == 0) {
+				t.Fatalf("%s: %v", when, err)
+			}
+			n, end := coreCrashParse(k, data)
+			if n < acked[k] || end != len(data) {
+				t.Fatalf("%s: crash/f%d holds %d whole records (%d bytes of %d); want at least the %d acknowledged by fsync, and nothing but whole records (bytes %d.. are %q)",
+					when, k, n, end, len(data), acked[k], end, coreShort(data[end:min(len(data), end+80)]))
+			}
+		}
+	}
+	for round := range 3 {
+		killAt := 30 + rng.IntN(220)
+		delay := time.Duration(rng.IntN(4000)) * time.Microsecond
+		acks, extra := coreCrashRound(t, m, dir, killAt, delay, acked)
+		t.Logf("round %d: killed after %d acks (+%d read after the kill, delay %v); acknowledged per file %v", round, acks, extra, delay, acked)
+		rwRemountAfterCrash(t, m)
+		check(m.Dir, fmt.Sprintf("round %d, remounted after kill -9", round))
+	}
+
+	// Create, fsync, rename (also over an existing name), fsync the
+	// directory; unlink, fsync the directory; then kill -9.
+	d := filepath.Join(m.Dir, "renames")
+	rwWriteSync(t, filepath.Join(m.Dir, "renames-old"), "x") // ensures the directory's parent is durable
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rwWriteSync(t, filepath.Join(d, "existing"), "old content")
+	rwWriteSync(t, filepath.Join(d, "doomed"), "to be unlinked")
+	coreSyncDir(t, d)
+	coreSyncDir(t, m.Dir)
+	rwWriteSync(t, filepath.Join(d, "new.tmp"), "renamed into place")
+	rwWriteSync(t, filepath.Join(d, "existing.tmp"), "replaced by rename")
+	for _, r := range [][2]string{{"new.tmp", "final"}, {"existing.tmp", "existing"}} {
+		if err := os.Rename(filepath.Join(d, r[0]), filepath.Join(d, r[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(d, "doomed")); err != nil {
+		t.Fatal(err)
+	}
+	coreSyncDir(t, d)
+	m.Kill9()
+	rwRemountAfterCrash(t, m)
+	rwExpect(t, d, rwState{"final": "renamed into place", "existing": "replaced by rename"}, "renames after kill -9")
+	check(m.Dir, "after the rename round")
+	m.Unmount()
+	check(m.Dir, "written back")
+	rwExpect(t, d, rwState{"final": "renamed into place", "existing": "replaced by rename"}, "renames written back")
+}
+
+// coreSyncDir fsyncs a directory.
+func coreSyncDir(t testing.TB, dir string) {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatalf("fsync %s: %v", dir, err)
+	}
+}
+
+// coreCrashRound runs the writer until it has acknowledged killAt records,
+// waits delay, kills the daemon with SIGKILL, and collects every
+// acknowledgement the writer printed (also those read after the kill: an
+// fsync cannot succeed once the daemon is dead). acked is raised to the
+// acknowledged counts.
+func coreCrashRound(t *testing.T, m *Mount, dir string, killAt int, delay time.Duration, acked []int) (before, after int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashFsync$", "-test.count=1")
+	cmd.Env = append(os.Environ(), coreCrashEnv+"="+dir)
+	cmd.Dir = "/"
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var errs []string
+	take := func(line string) bool {
+		var k, n int
+		if _, err := fmt.Sscanf(line, "ack %d %d", &k, &n); err == nil && k >= 0 && k < len(acked) {
+			acked[k] = max(acked[k], n+1)
+			return true
+		}
+		errs = append(errs, line)
+		return false
+	}
+	timeout := time.After(2 * time.Minute)
+	for before < killAt {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the writer stopped after %d acks: %v; stderr: %s", before, errs, stderr.String())
+			}
+			if take(line) {
+				before++
+			}
+		case <-timeout:
+			t.Fatalf("the writer acknowledged only %d records in 2 minutes: %v", before, errs)
+		}
+	}
+	time.Sleep(delay)
+	m.Kill9()
+	done := make(chan error, 1)
+	go func() {
+		for line := range lines {
+			if take(line) {
+				after++
+			}
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		killed = true
+		if err != nil {
+			t.Fatalf("the writer: %v: %v; stderr: %s", err, errs, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the writer did not stop within 30 s of the daemon's death: %v", errs)
+	}
+	if len(errs) == 0 {
+		t.Errorf("the writer reported no failed write or fsync after the daemon was killed")
+	}
+	return before, after
 }
