@@ -32,7 +32,7 @@ func newCheckpointCommand() *cobra.Command {
 				return err
 			}
 			g := resp.Generation
-			fmt.Printf("generation %d (%s) %q root %s\n", g.Seq, g.Kind, g.Label, g.Root[:12])
+			fmt.Printf("g%d at seq %d (%s) %q root %s in %s\n", g.ID, g.Seq, g.Kind, g.Label, g.Root[:12], g.Took.Round(10_000))
 			return nil
 		},
 	}

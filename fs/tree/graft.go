@@ -68,9 +68,10 @@ func (t *Tree) Graft(root cas.Hash) error {
 	for _, n := range lost {
 		g.drop(n)
 	}
-	// 5. Link counts of everything whose links changed.
+	// 5. Link counts: of the files whose names changed, and of the changed
+	// directories (a directory's count follows its own entries only).
 	for _, n := range g.touched {
-		if t.nodes[n.Ino] == n {
+		if t.nodes[n.Ino] == n && !n.IsDir() {
 			n.Nlink = linkCount(t, n)
 		}
 	}

@@ -69,11 +69,12 @@ type Status struct {
 
 // Gen describes a generation that was cut.
 type Gen struct {
-	ID    int    `json:"id"` // gN
-	Seq   uint64 `json:"seq"`
-	Kind  string `json:"kind"`
-	Label string `json:"label"`
-	Root  string `json:"root"`
+	ID    int           `json:"id"` // gN
+	Took  time.Duration `json:"took_ns"`
+	Seq   uint64        `json:"seq"`
+	Kind  string        `json:"kind"`
+	Label string        `json:"label"`
+	Root  string        `json:"root"`
 }
 
 func listen(path string) (net.Listener, error) {
@@ -125,13 +126,15 @@ func (d *Daemon) handle(c net.Conn) {
 			setErr(resp, fmt.Errorf("%w: --kind %q: want turn, plan-step, phase or manual", ErrUsage, kind))
 			break
 		}
+		start := time.Now()
 		g, err := d.svc.RW.Cut(kind, req.Label)
+		took := time.Since(start)
 		var id int
 		if err == nil {
 			id, err = rewind.GenerationID(d.j, g.Seq)
 		}
 		if err == nil {
-			resp.Generation = &Gen{ID: id, Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}
+			resp.Generation = &Gen{ID: id, Took: took, Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}
 		}
 		setErr(resp, err)
 	case "unmount":
