@@ -10,6 +10,7 @@ import (
 
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
 )
 
 // call answers req for the workspace at dir: through its daemon when one
@@ -28,6 +29,10 @@ func call(o storeOptions, dir string, req daemon.Request) (*daemon.Response, err
 	}
 	j, err := journal.Open(daemon.DBPath(store), journal.Options{Logger: zerolog.Nop()})
 	if err != nil {
+		return nil, err
+	}
+	if err := rewind.Reindex(j); err != nil {
+		_ = j.Close()
 		return nil, err
 	}
 	resp = daemon.Handle(&daemon.Service{J: j}, req)
