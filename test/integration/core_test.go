@@ -232,6 +232,21 @@ func TestMountBadInput(t *testing.T) {
 	refused(2, "overlaps", []watch{{root: other}}, "mount", other, "--store", filepath.Join(other, "s"))
 	refused(2, "overlaps", []watch{{root: other}}, "mount", other, "--store", other)
 	refused(2, "overlaps", []watch{{root: other}}, "mount", other, "--store", base)
+	refused(2, "not a directory", []watch{{root: other}, {root: aFile}, {root: s}}, "mount", other, "--at", aFile, "--store", s)
+	{ // a store path that is a file: bad input (2) or not a store (4), not a failure (1)
+		before := coreFingerprint(t, aFile)
+		r := runReynfs(env, "mount", other, "--store", aFile)
+		what := "reynfs mount " + other + " --store " + aFile + " (a file)"
+		if r.Code == 2 || r.Code == 4 {
+			rwOneLine(t, r, r.Code, what)
+		} else {
+			knownBug(t, "%s: exit %d, stderr %q; want exit 2 (bad input) or 4 (not a store)", what, r.Code, strings.TrimSpace(r.Stderr))
+		}
+		coreSameFingerprint(t, aFile, before, what)
+		if isMounted(other) {
+			t.Fatalf("%s: mounted", what)
+		}
+	}
 	mp := t.TempDir()
 	refused(2, "overlaps", []watch{{root: other}, {root: mp}}, "mount", other, "--at", mp, "--store", filepath.Join(mp, "s"))
 	refused(2, "overlaps", []watch{{root: other}}, "mount", other, "--at", filepath.Join(other, "sub"), "--store", s)
@@ -1472,8 +1487,11 @@ func TestCrashFsync(t *testing.T) {
 			}
 			n, end := coreCrashParse(k, data)
 			if n < acked[k] || end != len(data) {
-				t.Fatalf("%s: crash/f%d holds %d whole records (%d bytes of %d); want at least the %d acknowledged by fsync, and nothing but whole records (bytes %d.. are %q)",
+				t.Fatalf("%s: crash/f%d holds %d whole records (%d bytes of %d); want at least the %d acknowledged by fsync, and nothing but whole records (bytes %d.. are %s)",
 					when, k, n, end, len(data), acked[k], end, coreShort(data[end:min(len(data), end+80)]))
+			}
+			if n > acked[k]+1 { // the writer writes record n+1 only once n is acknowledged
+				t.Fatalf("%s: crash/f%d holds %d records, but only %d were acknowledged and the writer never had more than one unacknowledged", when, k, n, acked[k])
 			}
 		}
 	}
