@@ -7,6 +7,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/reynfs/reynfs/agents"
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs/tree"
 	"github.com/reynfs/reynfs/journal"
 )
@@ -123,4 +125,14 @@ func Reindex(j *journal.Journal) error {
 		return fmt.Errorf("reindex generations: %w", err)
 	}
 	return nil
+}
+
+// AgentStates returns every agent's saved state at seq x (see
+// agents.StatesAt), from the nearest generation on x's path.
+func AgentStates(j *journal.Journal, x uint64) (map[string]cas.Hash, error) {
+	gens, err := Generations(j)
+	if err != nil {
+		return nil, err
+	}
+	return agents.StatesAt(j, x, gens)
 }

@@ -46,11 +46,7 @@ func RewindStore(j *journal.Journal, target uint64, dry bool) (*Result, error) {
 	now := time.Now().UnixNano()
 	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
 	j.Enqueue(reset, oldBlobs)
-	gens, err := Generations(j)
-	if err != nil {
-		return nil, err
-	}
-	states, err := agents.StatesAt(j, target, gens)
+	states, err := AgentStates(j, target)
 	if err != nil {
 		return nil, err
 	}

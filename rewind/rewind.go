@@ -133,11 +133,7 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	gens, err := Generations(j)
-	if err != nil {
-		return nil, err
-	}
-	states, err := agents.StatesAt(j, target, gens)
+	states, err := AgentStates(j, target)
 	if err != nil {
 		return nil, err
 	}

@@ -96,11 +96,7 @@ func Start(cfg Config) (*Daemon, error) {
 	d.live = tree.NewLive(t, j, next, next-1, func(c uint64) error {
 		return j.SetMeta(metaInoCeil, []byte(strconv.FormatUint(c, 10)))
 	})
-	gens, err := rewind.Generations(j)
-	if err != nil {
-		return fail(err)
-	}
-	states, err := agents.StatesAt(j, j.Head(), gens)
+	states, err := rewind.AgentStates(j, j.Head())
 	if err != nil {
 		return fail(err)
 	}

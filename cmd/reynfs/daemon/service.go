@@ -348,11 +348,8 @@ func (s *Service) AgentStates(target string) ([]AgentState, uint64, error) {
 				return nil, 0, err
 			}
 		}
-		gens, err := rewind.Generations(s.J)
-		if err != nil {
-			return nil, 0, err
-		}
-		if states, err = agents.StatesAt(s.J, seq, gens); err != nil {
+		var err error
+		if states, err = rewind.AgentStates(s.J, seq); err != nil {
 			return nil, 0, err
 		}
 	}
