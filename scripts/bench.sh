@@ -65,7 +65,7 @@ if [[ $MODE == quick ]]; then
 	HIST_SIZES="1000 10000 20000" RECOVERY_RECORDS=20000 MICRO_FLAGS="-short -benchtime 100ms"
 	SCALED="fio files 256 MiB and timed fio jobs 5 s (full: 1 GiB, 20 s); tar of src/crypto and src/net (full: all of src);"
 	SCALED+=" checkpoint/rewind/RSS at 1k/10k/20k files (full: 1k/10k/100k); recovery with 20k records (full: 100k);"
-	SCALED+=" 2 runs per cell (full: 3); Go micro-benchmarks -short (no 100k trees) at 100 ms each"
+	SCALED+=" Go micro-benchmarks -short (no 100k trees) at 100 ms each"
 else
 	RUNS=${RUNS:-3} SEQ_SIZE=1G FIO_TIME=20 SRC_DIRS="src"
 	HIST_SIZES="1000 10000 100000" RECOVERY_RECORDS=100000 MICRO_FLAGS="-benchtime 1s"
@@ -110,8 +110,8 @@ tool() { "$PY" "$TOOL" "$@"; }
 say "building bin/reynfs and bin/bench-loopback"
 REYNFS_QUIET=1 bash scripts/install.sh
 go build -o bin/bench-loopback ./test/bench/loopback
-REYNFS="$ROOT/bin/reynfs"
-LOOPBACK="$ROOT/bin/bench-loopback"
+REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]] && REV+=" (with uncommitted changes)"
 
 # --- scratch directory, results ------------------------------------------------------------
 if [[ -z "$WORK" ]]; then
@@ -122,6 +122,12 @@ else
 	WORK=$(cd "$WORK" && pwd)
 fi
 RESULTS="$WORK/results.tsv" META="$WORK/meta.env" LOG="$WORK/bench.log"
+# The run uses its own copies of the binaries, so a rebuild of bin/ during
+# the run cannot mix two versions of reynfs in one table.
+mkdir -p "$WORK/bin"
+cp bin/reynfs bin/bench-loopback "$WORK/bin/"
+REYNFS="$WORK/bin/reynfs"
+LOOPBACK="$WORK/bin/bench-loopback"
 : >"$RESULTS"
 : >"$LOG"
 ROOT_USER=0
@@ -556,6 +562,7 @@ machine() {
 	echo "RUNS=$RUNS"
 	echo "COMMAND=$COMMAND"
 	echo "DATE=$(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "REV=$REV"
 	echo "MACHINE=$(machine)"
 	echo "SCALED=$SCALED"
 } >>"$META"

@@ -190,6 +190,8 @@ def verdict(ok):
 
 
 def side_table(data, out):
+    if not any((key, t) in data for key, *_ in SIDE for t in TARGETS):
+        return
     out.append("| workload | native | loopback | reynfs | reynfs/native | reynfs/loopback | target | |")
     out.append("| --- | --: | --: | --: | --: | --: | --- | --- |")
     for key, label, kind, t_loop, t_native in SIDE:
@@ -367,7 +369,8 @@ def splice(doc, meta, text):
     """Replace the part of doc between the bench markers with this run."""
     begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
     block = [begin, "", "Machine: %s" % meta.get("MACHINE", "?"), "",
-             "Command: `%s` (%s)" % (meta.get("COMMAND", "?"), meta.get("DATE", "?")), "", text.rstrip("\n"), "", end]
+             "Command: `%s` at reynfs %s (%s)" % (meta.get("COMMAND", "?"), meta.get("REV", "?"), meta.get("DATE", "?")),
+             "", text.rstrip("\n"), "", end]
     try:
         with open(doc) as f:
             cur = f.read()
