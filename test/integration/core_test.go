@@ -1392,7 +1392,8 @@ func coreCrashParse(k int, data []byte) (records, end int) {
 }
 
 // coreCrashWriter appends records to coreCrashFiles files in dir, one
-// goroutine per file, fsyncs after each and prints "ack K N" once record N
+// goroutine per file, syncs after each (fsync, fdatasync or syncfs, by
+// file) and prints "ack K N" once record N
 // of file K is acknowledged. It runs until a write fails (the daemon is
 // killed) and exits 0 then, 3 if a file holds something else than
 // records.
@@ -1440,8 +1441,8 @@ func coreCrashWriter(dir string) int {
 					say("error %d write %d: %v", k, n, err)
 					return
 				}
-				if err := f.Sync(); err != nil {
-					say("error %d fsync %d: %v", k, n, err)
+				if err := coreCrashSync(k, f); err != nil {
+					say("error %d sync %d: %v", k, n, err)
 					return
 				}
 				say("ack %d %d", k, n)
@@ -1486,9 +1487,17 @@ func TestCrashFsync(t *testing.T) {
 				t.Fatalf("%s: %v", when, err)
 			}
 			n, end := coreCrashParse(k, data)
+			if n < acked[k] && end == len(data) && k%4 == 2 {
+				// syncfs(2) on a FUSE mount does not reach the daemon
+				// (the kernel sends FUSE_SYNCFS to virtiofs only), so the
+				// writes it acknowledged may still sit in reynfs's buffers.
+				knownBug(t, "%s: crash/f%d holds %d records, but syncfs(2) on the mount had returned 0 after record %d: syncfs does not make buffered writes durable (README: fsync, fdatasync and syncfs return once every record so far is committed)",
+					when, k, n, acked[k]-1)
+				acked[k] = n
+			}
 			if n < acked[k] || end != len(data) {
-				t.Fatalf("%s: crash/f%d holds %d whole records (%d bytes of %d); want at least the %d acknowledged by fsync, and nothing but whole records (bytes %d.. are %s)",
-					when, k, n, end, len(data), acked[k], end, coreShort(data[end:min(len(data), end+80)]))
+				t.Fatalf("%s: crash/f%d holds %d whole records (%d bytes of %d); want at least the %d acknowledged by %s, and nothing but whole records (bytes %d.. are %s)",
+					when, k, n, end, len(data), acked[k], []string{"fsync", "fdatasync", "syncfs", "fsync"}[k%4], end, coreShort(data[end:min(len(data), end+80)]))
 			}
 			if n > acked[k]+1 { // the writer writes record n+1 only once n is acknowledged
 				t.Fatalf("%s: crash/f%d holds %d records, but only %d were acknowledged and the writer never had more than one unacknowledged", when, k, n, acked[k])
@@ -1583,11 +1592,13 @@ func coreCrashRound(t *testing.T, m *Mount, dir string, killAt int, delay time.D
 		}
 	}()
 	var errs []string
+	// take records an acknowledgement; it counts those of fsync and
+	// fdatasync (syncfs acknowledges much faster, see coreCrashSync).
 	take := func(line string) bool {
 		var k, n int
 		if _, err := fmt.Sscanf(line, "ack %d %d", &k, &n); err == nil && k >= 0 && k < len(acked) {
 			acked[k] = max(acked[k], n+1)
-			return true
+			return k%4 != 2
 		}
 		errs = append(errs, line)
 		return false
@@ -1630,4 +1641,16 @@ func coreCrashRound(t *testing.T, m *Mount, dir string, killAt int, delay time.D
 		t.Errorf("the writer reported no failed write or fsync after the daemon was killed")
 	}
 	return before, after
+}
+
+// coreCrashSync makes file k durable the way file k of the crash writer
+// does: fsync(2), fdatasync(2), syncfs(2), fsync(2).
+func coreCrashSync(k int, f *os.File) error {
+	switch k % 4 {
+	case 1:
+		return unix.Fdatasync(int(f.Fd()))
+	case 2:
+		return unix.Syncfs(int(f.Fd()))
+	}
+	return f.Sync()
 }
