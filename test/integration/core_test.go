@@ -678,6 +678,24 @@ func TestViews(t *testing.T) {
 		t.Errorf("after the refused writes: getxattr view/a.txt user.note = %q, %v", buf[:max(n, 0)], err)
 	}
 
+	// Points that are not retained do not exist; only the root's .reynfs
+	// is special: one in a subdirectory is an ordinary directory.
+	for _, rel := range []string{".reynfs/generations/g0", ".reynfs/generations/g4", ".reynfs/generations/x",
+		".reynfs/seq/0", fmt.Sprintf(".reynfs/seq/%d", head+1), ".reynfs/seq/abc", ".reynfs/nothing"} {
+		var st unix.Stat_t
+		if got := coreErrno(unix.Lstat(live(rel), &st)); got != "ENOENT" {
+			t.Errorf("stat %s: %s, want ENOENT", rel, got)
+		}
+	}
+	if err := os.Mkdir(live("src/.reynfs"), 0o755); err != nil {
+		t.Errorf("mkdir src/.reynfs: %v (only the root's .reynfs is reserved)", err)
+	} else {
+		writeFile(t, live("src/.reynfs/mine"), []byte("mine"), 0o644)
+		liveState["src/.reynfs"], liveState["src/.reynfs/mine"] = rwDir, "mine"
+		rwExpect(t, m.Dir, liveState, "after writing src/.reynfs/mine")
+		head = rwHead(t, m)
+	}
+
 	// The timeline lists every generation with its seq, kind and label.
 	tl, err := os.ReadFile(live(".reynfs/timeline"))
 	if err != nil {
