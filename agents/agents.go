@@ -28,6 +28,9 @@ const MaxState = 16 << 20
 // ErrName: an agent name that is empty, too long or not printable.
 var ErrName = errors.New("invalid agent name")
 
+// ErrTooBig: a state over MaxState.
+var ErrTooBig = errors.New("agent state too big")
+
 // CheckName accepts 1-128 printable characters without '/' or spaces.
 func CheckName(name string) error {
 	if name == "" || len(name) > 128 {
@@ -61,7 +64,7 @@ func (r *Registry) Save(j *journal.Journal, lk sync.Locker, name string, state [
 		return 0, cas.Hash{}, err
 	}
 	if len(state) > MaxState {
-		return 0, cas.Hash{}, fmt.Errorf("agent %s: state of %d bytes is over %d", name, len(state), MaxState)
+		return 0, cas.Hash{}, fmt.Errorf("%w: agent %s: %d bytes, at most %d", ErrTooBig, name, len(state), MaxState)
 	}
 	h := cas.Sum(state)
 	rec := &journal.Record{Op: journal.OpAgentState, Label: name, Root: h}

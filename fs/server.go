@@ -40,8 +40,9 @@ type FS struct {
 	timeout time.Duration
 	server  *fuse.Server
 
-	storeDir string
-	views    *views
+	storeDir   string
+	mountpoint string
+	views      *views
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
@@ -57,7 +58,7 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 	}
 	f := &FS{
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
-		live:          live, log: opts.Log, timeout: opts.Timeout, storeDir: opts.StoreDir,
+		live:          live, log: opts.Log, timeout: opts.Timeout, storeDir: opts.StoreDir, mountpoint: mountpoint,
 		handles: map[uint64]*handle{}, comms: map[uint32]string{},
 	}
 	if opts.History != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
@@ -51,6 +52,9 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if err := checkDir(dir); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
+	if err := checkFormatReadOnly(dir, opts.Logger); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
 	db, err := badger.Open(badgerOptions(dir, opts.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, classifyOpenError(err))
@@ -61,6 +65,40 @@ func Open(dir string, opts Options) (*Journal, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	return start(db, next, opts), nil
+}
+
+// checkFormat refuses a stored format version other than storeFormat.
+func checkFormat(v []byte) error {
+	f, err := parseFormat(v)
+	if err != nil {
+		return err
+	}
+	if f != storeFormat {
+		return fmt.Errorf("%w: store format version %d, this reynfs reads %d", ErrFormat, f, storeFormat)
+	}
+	return nil
+}
+
+// checkFormatReadOnly refuses a store of another format version before it
+// is opened for writing (which adds files to it). A store that cannot be
+// opened read-only (one a crash left unclosed, a locked one) is checked by
+// the writable open instead.
+func checkFormatReadOnly(dir string, log zerolog.Logger) error {
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
+		return nil // a new store
+	}
+	db, err := badger.Open(badgerOptions(dir, log).WithReadOnly(true).WithLoggingLevel(badger.ERROR))
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	return db.View(func(txn *badger.Txn) error {
+		v, err := getValue(txn, keyFormat)
+		if err != nil || v == nil {
+			return err
+		}
+		return checkFormat(v)
+	})
 }
 
 // checkDir creates dir if it is missing and refuses a directory that holds
@@ -134,12 +172,8 @@ func initStore(db *badger.DB) (uint64, error) {
 			}
 			return txn.Set(keyFormat, formatBytes(storeFormat))
 		}
-		f, err := parseFormat(v)
-		if err != nil {
+		if err := checkFormat(v); err != nil {
 			return err
-		}
-		if f != storeFormat {
-			return fmt.Errorf("%w: store format version %d, this reynfs reads %d", ErrFormat, f, storeFormat)
 		}
 		high, err := highestSeq(txn)
 		next = high + 1

@@ -45,6 +45,9 @@ func genKey(seq uint64) []byte {
 // none after, for the tree and the agent states alike.
 func (rw *Rewinder) Cut(kind, label string) (*journal.Record, error) {
 	j, live := rw.J, rw.Live
+	if err := rw.writeBack(); err != nil {
+		return nil, fmt.Errorf("cut generation: %w", err)
+	}
 	live.Lock()
 	r, err := rw.cutLocked(kind, label)
 	live.Unlock()

@@ -19,6 +19,9 @@ import (
 type Invalidator interface {
 	InvalidateInode(ino uint64)
 	InvalidateEntry(parent uint64, name string)
+	// WriteBack has the kernel hand over dirty pages of shared writable
+	// mappings, so that a cut or a rewind includes them.
+	WriteBack() error
 }
 
 // Result says what a rewind did (or, dry, would do).
@@ -88,6 +91,9 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 		last = now
 	}
 
+	if err := rw.writeBack(); err != nil {
+		return nil, err
+	}
 	live.Lock()
 	defer live.Unlock()
 	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
@@ -217,6 +223,14 @@ func (res *Result) setChanges(changes []Change, root cas.Hash) {
 		res.Changes = []Change{}
 	}
 	res.Summary, res.Root = Summarize(res.Changes), root
+}
+
+// writeBack brings the kernel's dirty mapped pages in (before any lock).
+func (rw *Rewinder) writeBack() error {
+	if rw.Inv == nil {
+		return nil
+	}
+	return rw.Inv.WriteBack()
 }
 
 func (rw *Rewinder) invalidate(cs []Change) {

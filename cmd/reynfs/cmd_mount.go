@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -61,6 +62,10 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	if err != nil {
 		return err
 	}
+	// Refuse a live mountpoint before anything is created on disk.
+	if err := daemon.ClearDeadMount(paths.Mountpoint); err != nil {
+		return err
+	}
 	if o.foreground || o.readyFd != 0 {
 		return runDaemon(ctx, o, paths)
 	}
@@ -81,6 +86,8 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		}
 		return err
 	}
+	_, statErr := os.Stat(paths.Store)
+	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(paths.Store, 0o700); err != nil {
 		return fail(fmt.Errorf("store %s: %w", paths.Store, err))
 	}
@@ -106,6 +113,9 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		log.Error().Err(err).Msg("mount failed")
+		if created {
+			_ = os.RemoveAll(paths.Store) // a refused first mount leaves nothing behind
+		}
 		return fail(err)
 	}
 	if ready != nil {

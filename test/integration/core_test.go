@@ -27,21 +27,6 @@ import (
 // Core tests (issue 2: crash safety of fsync'd data, bad input to mount,
 // large sparse files, shared mmap; issue 3: views, restore, agent state).
 
-// knownBugs reports whether checks of known, unfixed product bugs run
-// (REYNFS_KNOWN_BUGS=1); otherwise such a check only logs what it found.
-func knownBugs() bool { return os.Getenv("REYNFS_KNOWN_BUGS") != "" }
-
-// knownBug fails the test with a known product bug's check when
-// REYNFS_KNOWN_BUGS is set, and only logs it otherwise.
-func knownBug(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if knownBugs() {
-		t.Errorf("known bug: "+format, args...)
-		return
-	}
-	t.Logf("KNOWN BUG (REYNFS_KNOWN_BUGS=1 makes it fail): "+format, args...)
-}
-
 // coreFingerprint describes everything under root except the names in skip
 // (relative paths): type, mode, size, inode, mtime and ctime (any write,
 // chmod or rename changes ctime), a symlink's target and the content hash
@@ -240,7 +225,7 @@ func TestMountBadInput(t *testing.T) {
 		if r.Code == 2 || r.Code == 4 {
 			rwOneLine(t, r, r.Code, what)
 		} else {
-			knownBug(t, "%s: exit %d, stderr %q; want exit 2 (bad input) or 4 (not a store)", what, r.Code, strings.TrimSpace(r.Stderr))
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 (bad input) or 4 (not a store)", what, r.Code, strings.TrimSpace(r.Stderr))
 		}
 		coreSameFingerprint(t, aFile, before, what)
 		if isMounted(other) {
@@ -258,12 +243,12 @@ func TestMountBadInput(t *testing.T) {
 	s2 := newStore()
 	refused(2, "already mounted", live, "mount", m.Dir, "--store", s2)
 	if _, err := os.Stat(s2); err == nil {
-		knownBug(t, "reynfs mount %s --store %s (a live mount already there) created the store folder %s (its log) although the mount was refused", m.Dir, s2, s2)
+		t.Errorf("reynfs mount %s --store %s (a live mount already there) created the store folder %s (its log) although the mount was refused", m.Dir, s2, s2)
 	}
 	s3 := newStore()
 	refused(2, "already mounted", live, "mount", other, "--at", m.Dir, "--store", s3)
 	if _, err := os.Stat(s3); err == nil {
-		knownBug(t, "reynfs mount %s --at %s --store %s (a live mount already at %s) created the store folder %s (its log) although the mount was refused", other, m.Dir, s3, m.Dir, s3)
+		t.Errorf("reynfs mount %s --at %s --store %s (a live mount already at %s) created the store folder %s (its log) although the mount was refused", other, m.Dir, s3, m.Dir, s3)
 	}
 	// The same store for another directory: the daemon holds its lock.
 	refused(3, "in use", live, "mount", other, "--store", m.Store)
@@ -274,7 +259,7 @@ func TestMountBadInput(t *testing.T) {
 		inner := filepath.Join(m.Dir, "s")
 		r := runReynfs(env, "mount", other, "--store", inner)
 		if r.Code == 0 {
-			knownBug(t, "reynfs mount %s --store %s (inside the live reynfs mount %s) was accepted (exit 0, %q); want exit 2, store overlaps a mount",
+			t.Errorf("reynfs mount %s --store %s (inside the live reynfs mount %s) was accepted (exit 0, %q); want exit 2, store overlaps a mount",
 				other, inner, m.Dir, strings.TrimSpace(r.Stdout))
 			coreUnmountStray(t, env, other, inner)
 		} else {
@@ -350,7 +335,7 @@ func TestMountBadInput(t *testing.T) {
 			t.Errorf("reynfs mount --store %s (%s): the refused mount changed what the store holds", st, c.name)
 		}
 		if d := coreFingerprintDiff(files, coreFingerprint(t, st, storeSkip...)); len(d) > 0 {
-			knownBug(t, "reynfs mount %s --store %s (store of another format version: %s) was refused (exit 4) but changed the store's files (what it holds is unchanged):\n%s",
+			t.Errorf("reynfs mount %s --store %s (store of another format version: %s) was refused (exit 4) but changed the store's files (what it holds is unchanged):\n%s",
 				m.Dir, st, c.name, truncList(d, 6))
 		}
 	}
@@ -1047,7 +1032,7 @@ func TestAgentState(t *testing.T) {
 	}
 	big := coreRunStdin(m.env, make([]byte, 16<<20+1), "agent", "save", "planner", st, m.Store)
 	if big.Code != 2 {
-		knownBug(t, "reynfs agent save planner with a 16 MiB + 1 byte state on stdin: exit %d, stderr %q; want exit 2 (bad input: over the 16 MiB limit)", big.Code, strings.TrimSpace(big.Stderr))
+		t.Errorf("reynfs agent save planner with a 16 MiB + 1 byte state on stdin: exit %d, stderr %q; want exit 2 (bad input: over the 16 MiB limit)", big.Code, strings.TrimSpace(big.Stderr))
 	} else {
 		rwOneLine(t, big, 2, "reynfs agent save planner (16 MiB + 1 byte)")
 	}
@@ -1322,7 +1307,7 @@ func TestMmapShared(t *testing.T) {
 	fd, mem = coreMmap(t, p, size)
 	poke(mem, 100000, "dirty, not msync'd")
 	if b, err := os.ReadFile(view("unsynced")); err != nil || !bytes.Equal(b, want) {
-		knownBug(t, "a checkpoint cut while a shared mapping has dirty pages (no msync) misses them: the view of the generation differs from the file at %d (%v); DESIGN: a checkpoint first flushes dirty pages",
+		t.Errorf("a checkpoint cut while a shared mapping has dirty pages (no msync) misses them: the view of the generation differs from the file at %d (%v); DESIGN: a checkpoint first flushes dirty pages",
 			coreFirstDiff(b, want), err)
 	}
 	unix.Munmap(mem)
@@ -1342,18 +1327,18 @@ func TestMmapShared(t *testing.T) {
 	poke(mem, 5000, "DIRTY PAGE")
 	rwRewind(t, m, "before")
 	if b, err := os.ReadFile(p); err != nil || string(b) != before {
-		knownBug(t, "after a rewind to 'before' with a dirty shared mapping (no msync), read(2) differs from the target at %d (%v)",
+		t.Errorf("after a rewind to 'before' with a dirty shared mapping (no msync), read(2) differs from the target at %d (%v)",
 			coreFirstDiff(b, []byte(before)), err)
 	}
 	unix.Munmap(mem)
 	unix.Close(fd)
 	if b, err := os.ReadFile(p); err != nil || string(b) != before {
-		knownBug(t, "after a rewind with a dirty shared mapping, then munmap and close: read(2) differs from the target at %d (%v): the old mapping wrote into the rewound tree",
+		t.Errorf("after a rewind with a dirty shared mapping, then munmap and close: read(2) differs from the target at %d (%v): the old mapping wrote into the rewound tree",
 			coreFirstDiff(b, []byte(before)), err)
 	}
 	m.Unmount()
 	if b, err := os.ReadFile(p); err != nil || string(b) != before {
-		knownBug(t, "written back after a rewind with a dirty shared mapping: differs from the target at %d (%v)", coreFirstDiff(b, []byte(before)), err)
+		t.Errorf("written back after a rewind with a dirty shared mapping: differs from the target at %d (%v)", coreFirstDiff(b, []byte(before)), err)
 	}
 	m.Mount()
 }
@@ -1410,7 +1395,7 @@ func coreCrashParse(k int, data []byte) (records, end int) {
 }
 
 // coreCrashWriter appends records to coreCrashFiles files in dir, one
-// goroutine per file, syncs after each (fsync, fdatasync or syncfs, by
+// goroutine per file, syncs after each (fsync or fdatasync, by
 // file) and prints "ack K N" once record N
 // of file K is acknowledged. It runs until a write fails (the daemon is
 // killed) and exits 0 then, 3 if a file holds something else than
@@ -1505,17 +1490,9 @@ func TestCrashFsync(t *testing.T) {
 				t.Fatalf("%s: %v", when, err)
 			}
 			n, end := coreCrashParse(k, data)
-			if n < acked[k] && end == len(data) && k%4 == 2 {
-				// syncfs(2) on a FUSE mount does not reach the daemon
-				// (the kernel sends FUSE_SYNCFS to virtiofs only), so the
-				// writes it acknowledged may still sit in reynfs's buffers.
-				knownBug(t, "%s: crash/f%d holds %d records, but syncfs(2) on the mount had returned 0 after record %d: syncfs does not make buffered writes durable (README: fsync, fdatasync and syncfs return once every record so far is committed)",
-					when, k, n, acked[k]-1)
-				acked[k] = n
-			}
 			if n < acked[k] || end != len(data) {
 				t.Fatalf("%s: crash/f%d holds %d whole records (%d bytes of %d); want at least the %d acknowledged by %s, and nothing but whole records (bytes %d.. are %s)",
-					when, k, n, end, len(data), acked[k], []string{"fsync", "fdatasync", "syncfs", "fsync"}[k%4], end, coreShort(data[end:min(len(data), end+80)]))
+					when, k, n, end, len(data), acked[k], []string{"fsync", "fdatasync", "fsync of another fd", "fsync"}[k%4], end, coreShort(data[end:min(len(data), end+80)]))
 			}
 			if n > acked[k]+1 { // the writer writes record n+1 only once n is acknowledged
 				t.Fatalf("%s: crash/f%d holds %d records, but only %d were acknowledged and the writer never had more than one unacknowledged", when, k, n, acked[k])
@@ -1611,7 +1588,7 @@ func coreCrashRound(t *testing.T, m *Mount, dir string, killAt int, delay time.D
 	}()
 	var errs []string
 	// take records an acknowledgement; it counts those of fsync and
-	// fdatasync (syncfs acknowledges much faster, see coreCrashSync).
+	// fdatasync (see coreCrashSync).
 	take := func(line string) bool {
 		var k, n int
 		if _, err := fmt.Sscanf(line, "ack %d %d", &k, &n); err == nil && k >= 0 && k < len(acked) {
@@ -1662,13 +1639,20 @@ func coreCrashRound(t *testing.T, m *Mount, dir string, killAt int, delay time.D
 }
 
 // coreCrashSync makes file k durable the way file k of the crash writer
-// does: fsync(2), fdatasync(2), syncfs(2), fsync(2).
+// does: fsync(2), fdatasync(2), fsync(2) of another descriptor of the same
+// file, fsync(2). (Not syncfs(2): Linux does not forward it to a FUSE
+// server, so it is no durability point on reynfs, as the README says.)
 func coreCrashSync(k int, f *os.File) error {
 	switch k % 4 {
 	case 1:
 		return unix.Fdatasync(int(f.Fd()))
 	case 2:
-		return unix.Syncfs(int(f.Fd()))
+		g, err := os.Open(f.Name())
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		return g.Sync()
 	}
 	return f.Sync()
 }

@@ -209,7 +209,7 @@ const (
 
 func codeOf(err error) int {
 	switch {
-	case errors.Is(err, ErrUsage), errors.Is(err, agents.ErrName):
+	case errors.Is(err, ErrUsage), errors.Is(err, agents.ErrName), errors.Is(err, agents.ErrTooBig):
 		return codeUsage
 	case errors.Is(err, rewind.ErrTarget):
 		return codeTarget

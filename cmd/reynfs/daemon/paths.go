@@ -111,6 +111,15 @@ func Resolve(dir, at, store string) (Paths, error) {
 			return p, fmt.Errorf("%w: store %s overlaps %s; put the store outside the project and the mount", ErrUsage, p.Store, d)
 		}
 	}
+	if fi, err := os.Stat(p.Store); err == nil && !fi.IsDir() {
+		return p, fmt.Errorf("%w: store %s is a file, not a store folder", ErrUsage, p.Store)
+	}
+	ms, _ := Mounts()
+	for _, m := range ms {
+		if m.FsType == "fuse.reynfs" && within(p.Store, m.Point) {
+			return p, fmt.Errorf("%w: store %s is inside the reynfs mount %s; put it outside every workspace", ErrUsage, p.Store, m.Point)
+		}
+	}
 	if at != "" && (within(p.Mountpoint, p.Dir) || within(p.Dir, p.Mountpoint)) {
 		return p, fmt.Errorf("%w: mountpoint %s overlaps project %s", ErrUsage, p.Mountpoint, p.Dir)
 	}
@@ -126,6 +135,16 @@ func realDir(dir string) (string, error) {
 		return "", err
 	}
 	st, err := os.Stat(abs)
+	if errors.Is(err, syscall.ENOTCONN) {
+		// A dead FUSE mount the check above saw alive a moment before
+		// its connection was torn down.
+		if m, ok := FindMount(abs); ok && strings.HasPrefix(m.FsType, "fuse") {
+			if err := LazyUnmount(abs); err != nil {
+				return "", err
+			}
+			st, err = os.Stat(abs)
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: no such directory", ErrUsage, dir)
 	}
