@@ -19,7 +19,7 @@
 # integration run that ran no test at all fails here.
 #
 # Environment knobs:
-#   REYNFS_UNIT_TIMEOUT (default 8m), REYNFS_IT_TIMEOUT (default 5m)
+#   REYNFS_UNIT_TIMEOUT (default 15m), REYNFS_IT_TIMEOUT (default 15m)
 #   REYNFS_SKIP_INTEGRATION=1   run only steps 1-5 (never honoured under CI=true)
 #   REYNFS_KEEP_LOGS_DIR        where the full logs go (default .test-logs/)
 set -uo pipefail
@@ -228,7 +228,7 @@ if check_deps; then end PASS; else end FAIL; fi
 # --- 5. unit tests ----------------------------------------------------------------------------
 begin "unit tests (go test -race)"
 mapfile -t UNIT < <(go list ./... | grep -v "^$MOD/test/integration")
-if gotest unit go test -race -count=1 -v -timeout "${REYNFS_UNIT_TIMEOUT:-8m}" "${UNIT[@]}"; then
+if gotest unit go test -race -count=1 -v -timeout "${REYNFS_UNIT_TIMEOUT:-15m}" "${UNIT[@]}"; then
 	end PASS "$GT_NOTE"
 else
 	end FAIL "$GT_NOTE"
@@ -250,7 +250,7 @@ integration() { # integration LOGNAME LABEL [env...]
 		echo "  CI=true and /dev/fuse is missing"
 		end FAIL "no /dev/fuse"; return
 	fi
-	if gotest "$log" env "$@" go test -race -count=1 -p 1 -v -timeout "${REYNFS_IT_TIMEOUT:-5m}" ./test/integration/...; then
+	if gotest "$log" env "$@" go test -race -count=1 -p 1 -v -timeout "${REYNFS_IT_TIMEOUT:-15m}" ./test/integration/...; then
 		if [[ "$CI" == true ]] && ! grep -qE '^[[:space:]]*--- PASS' "$LOGS/$log.log"; then
 			end FAIL "CI=true but no integration test passed ($GT_NOTE)"
 		else
