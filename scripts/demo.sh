@@ -63,6 +63,9 @@ is_mounted() { # is_mounted PATH : a fuse.reynfs mount at PATH?
 	return 1
 }
 
+# alive PID : the process runs and is not a zombie waiting to be reaped.
+alive() { [[ -r /proc/$1/stat ]] && [[ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" != Z ]]; }
+
 # --- cleanup: never leave a mount behind ------------------------------------------------
 DEMO="" PROJECT="" STORE="" DAEMON_PID=""
 cleanup() {
@@ -73,9 +76,9 @@ cleanup() {
 		printf '\n%sdemo: failed or interrupted while mounted: lazily unmounting %s%s\n' "$R" "$PROJECT" "$N"
 		umount -l "$PROJECT" 2>/dev/null || fusermount3 -uz "$PROJECT" 2>/dev/null || true
 	fi
-	if [[ -n "$DAEMON_PID" ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+	if [[ -n "$DAEMON_PID" ]] && alive "$DAEMON_PID"; then
 		sleep 1
-		if kill -0 "$DAEMON_PID" 2>/dev/null; then
+		if alive "$DAEMON_PID"; then
 			echo "demo: stopping the reynfs daemon this demo started (pid $DAEMON_PID)"
 			kill -TERM "$DAEMON_PID" 2>/dev/null || true
 		fi
