@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -72,6 +73,10 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	return spawnDaemon(o, paths)
 }
 
+// daemonMemoryLimit is the daemon's soft memory limit (GOMEMLIMIT
+// overrides it): issue 4 holds the daemon under 300 MiB at 100k files.
+const daemonMemoryLimit = 256 << 20
+
 // runDaemon serves the mount in this process.
 func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	var ready *os.File
@@ -110,6 +115,12 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	case term.IsTerminal(int(os.Stderr.Fd())):
 		cfg.Progress = throttle(printProgress)
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A soft limit: the collector works harder before the heap (two
+		// trees at once while a remount compares the project directory)
+		// grows the daemon past it; nothing fails at the limit.
+		debug.SetMemoryLimit(daemonMemoryLimit)
+	}
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		log.Error().Err(err).Msg("mount failed")
@@ -118,6 +129,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		}
 		return fail(err)
 	}
+	debug.FreeOSMemory() // the import's and recovery's garbage goes back now
 	if ready != nil {
 		fmt.Fprintln(ready, "ready")
 		ready.Close()
