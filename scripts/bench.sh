@@ -414,7 +414,7 @@ shadow() { # shadow GITDIR WORKTREE GIT-ARGS...
 shadow_commit() { shadow "$1" "$2" add -A && shadow "$1" "$2" commit -q -m "$3"; }
 shadow_reset() { shadow "$1" "$2" reset --hard -q && shadow "$1" "$2" clean -fdxq; }
 
-# rss_of PID FIELD: VmRSS or VmHWM in MiB.
+# rss_of PID FIELD: a /proc/PID/status size field (VmRSS, VmHWM, RssAnon, RssFile) in MiB.
 rss_of() { awk -v f="$2:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 
 phase_history() {
@@ -464,6 +464,8 @@ phase_history() {
 			find "$rf" >/dev/null
 			record rss reynfs 1 "$(rss_of "$pid" VmRSS)" MiB
 			record rss-peak reynfs 1 "$(rss_of "$pid" VmHWM)" MiB
+			record rss-anon reynfs 1 "$(rss_of "$pid" RssAnon)" MiB
+			record rss-file reynfs 1 "$(rss_of "$pid" RssFile)" MiB
 			echo "RSS_FILES=$n" >>"$META"
 		fi
 		unmount_reynfs "$rf"
@@ -544,8 +546,8 @@ phase_micro() {
 	echo "MICRO_CMD=$cmd" >>"$META"
 	# shellcheck disable=SC2086 # flags and pkgs are word lists
 	go test -run '^$' -bench . $MICRO_FLAGS $pkgs >"$WORK/micro.txt" 2>&1 ||
-		warn "go test -bench failed; see $WORK/micro.txt"
-	grep -E '^(Benchmark|ok|FAIL)' "$WORK/micro.txt" || true
+		warn "go test -bench failed (exit $?); its output is in the report"
+	grep -vE '^(goos|goarch|cpu):|^PASS' "$WORK/micro.txt" || true
 }
 
 # --- run -----------------------------------------------------------------------------------

@@ -241,8 +241,8 @@ def history_tables(data, meta, out):
                 "n/a" if not (cli and git) else "%.0fx" % (git / cli),
                 "n/a" if not (sock and git) else "%.0fx" % (git / sock)))
         out.append("")
-        out.append("Rewind with 100 files changed since the checkpoint (reynfs: `reynfs rewind SEQ` wall time and the")
-        out.append("daemon's own `Took`; git: `git reset --hard -q && git clean -fdxq` with the shadow git dir):")
+        out.append("Rewind with 100 files changed since the checkpoint (reynfs: `reynfs rewind LABEL` wall time and the")
+        out.append("daemon's own `took_ns`; git: `git reset --hard -q && git clean -fdxq` with the shadow git dir):")
         out.append("")
         out.append("| files | reynfs rewind (CLI) | reynfs rewind (daemon) | git reset --hard + clean | git/reynfs (CLI) |")
         out.append("| --: | --: | --: | --: | --: |")
@@ -287,7 +287,10 @@ def targets_table(data, meta, sizes, out):
         n = meta.get("RSS_FILES", "?")
         scaled = "" if n == "100000" else " (scaled down: not 100k)"
         rows.append(("daemon RSS with %s files mounted%s" % (n, scaled), "< 300 MiB",
-                     "%s (peak %s)" % (fmt(rss, "MiB"), fmt(med(data, "rss-peak", "reynfs"), "MiB")), rss < 300))
+                     "%s: %s anonymous, %s file-backed (mapped store files); peak %s" % (
+                         fmt(rss, "MiB"), fmt(med(data, "rss-anon", "reynfs"), "MiB"),
+                         fmt(med(data, "rss-file", "reynfs"), "MiB"), fmt(med(data, "rss-peak", "reynfs"), "MiB")),
+                     rss < 300))
     rec = med(data, "recovery", "reynfs")
     if rec is not None:
         n = meta.get("RECOVERY_RECORDS", "?")
@@ -353,7 +356,8 @@ def report(results, metafile, md=None, doc=None):
         out.append("```")
         with open(micro) as f:
             for line in f:
-                if line.startswith(("Benchmark", "pkg:", "ok", "FAIL", "---")):
+                # everything but the header lines go test repeats per package
+                if not line.startswith(("goos:", "goarch:", "cpu:", "PASS")):
                     out.append(line.rstrip("\n"))
         out.append("```")
     text = "\n".join(out) + "\n"
