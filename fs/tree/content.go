@@ -64,25 +64,30 @@ func (t *Tree) chunk(n *Node, idx uint64) ([]byte, error) {
 }
 
 // pendingChunk returns a writable buffer for chunk idx holding its current
-// bytes, at least length long.
+// bytes, at least length long. A pending buffer's bytes between its length
+// and its capacity are always zero.
 func (t *Tree) pendingChunk(n *Node, idx, length uint64) ([]byte, error) {
 	b, ok := n.pending[idx]
-	switch {
-	case ok && b == nil: // a hole punched earlier
-		b = make([]byte, 0, cas.ChunkSize)
-	case !ok:
+	if !ok {
 		cur, err := t.chunk(n, idx)
 		if err != nil {
 			return nil, err
 		}
-		b = make([]byte, len(cur), cas.ChunkSize)
+		b = make([]byte, len(cur), max(uint64(len(cur)), length))
 		copy(b, cur)
 		if n.pending == nil {
 			n.pending = map[uint64][]byte{}
 		}
 	}
 	if uint64(len(b)) < length {
-		b = b[:length] // capacity is ChunkSize and bytes past len are zero
+		if uint64(cap(b)) < length {
+			// Grow by doubling up to a chunk: a small file's write does
+			// not cost (and clear) a whole 64 KiB buffer.
+			nb := make([]byte, len(b), min(cas.ChunkSize, max(length, 2*uint64(cap(b)))))
+			copy(nb, b)
+			b = nb
+		}
+		b = b[:length] // bytes past len are zero up to the capacity
 	}
 	n.pending[idx] = b
 	return b, nil
