@@ -54,7 +54,7 @@ type FS struct {
 // it mounts directly; otherwise through fusermount3.
 func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 	if opts.Timeout == 0 {
-		opts.Timeout = time.Second
+		opts.Timeout = 30 * time.Second
 	}
 	f := &FS{
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),

@@ -1,7 +1,7 @@
 // Command loopback is the plain go-fuse baseline of scripts/bench.sh: it
 // mounts ORIGINAL at MOUNTPOINT through go-fuse's fs.NewLoopbackRoot, with
 // the mount options reynfs uses (fs/server.go): DirectMount, allow_other and
-// default_permissions, noatime/nosuid/nodev, MaxWrite 1 MiB, 1 s entry and
+// default_permissions, noatime/nosuid/nodev, MaxWrite 1 MiB, 30 s entry and
 // attribute timeouts. FUSE passthrough is off unless -passthrough is given,
 // because reynfs cannot use it for a handle that can write: with it on, the
 // loopback's reads and writes would bypass its daemon altogether.
@@ -60,7 +60,7 @@ func run(mountpoint, orig, cpuprofile string, passthrough, debug bool) error {
 	if err != nil {
 		return fmt.Errorf("loopback root %s: %w", orig, err)
 	}
-	timeout := time.Second
+	timeout := 30 * time.Second // as reynfs (fs.Options.Timeout)
 	root0 := os.Geteuid() == 0
 	opts := &fs.Options{
 		EntryTimeout: &timeout,
