@@ -110,12 +110,11 @@ func putSubtree(s cas.Store, t *tree.Tree, n *tree.Node, blobs []cas.Blob) error
 		}
 	}
 	walk(n)
+	var keep []cas.Blob
 	for _, b := range blobs {
 		if want[b.Hash] {
-			if _, err := s.Put(b.Data); err != nil {
-				return fmt.Errorf("store restored objects: %w", err)
-			}
+			keep = append(keep, b)
 		}
 	}
-	return nil
+	return StoreBlobs(s, keep)
 }

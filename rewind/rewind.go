@@ -112,7 +112,7 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	if dry {
 		// Root hands out the live tree's new objects once: keep them, or
 		// the next generation would name objects nobody stored.
-		if err := putBlobs(j.Objects(), oldBlobs); err != nil {
+		if err := StoreBlobs(j.Objects(), oldBlobs); err != nil {
 			return nil, err
 		}
 		nt, err := ReconstructFrom(j, target, t)
@@ -246,7 +246,10 @@ func (rw *Rewinder) invalidate(cs []Change) {
 	rw.Inv.InvalidateInode(tree.RootIno)
 }
 
-func putBlobs(s cas.Store, blobs []cas.Blob) error {
+// StoreBlobs puts blobs into s. Tree.Root hands out each new object once:
+// a caller that does not journal them must store them, or a later root
+// would name objects nobody kept.
+func StoreBlobs(s cas.Store, blobs []cas.Blob) error {
 	for _, b := range blobs {
 		if _, err := s.Put(b.Data); err != nil {
 			return fmt.Errorf("store objects: %w", err)

@@ -40,10 +40,8 @@ func rewindOffline(j *journal.Journal, seq uint64) (*rewind.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range blobs {
-		if _, err := j.Objects().Put(b.Data); err != nil {
-			return nil, err
-		}
+	if err := rewind.StoreBlobs(j.Objects(), blobs); err != nil {
+		return nil, err
 	}
 	if err := d.writeback(t, root); err != nil {
 		return nil, err

@@ -192,12 +192,8 @@ func (s *Service) state(target string) (cas.Hash, cas.Store, uint64, error) {
 		if err != nil {
 			return cas.Hash{}, nil, 0, err
 		}
-		// Root hands out each new object once: store them, or the next
-		// generation or rewind would name objects nobody kept.
-		for _, b := range blobs {
-			if _, err := s.J.Objects().Put(b.Data); err != nil {
-				return cas.Hash{}, nil, 0, err
-			}
+		if err := rewind.StoreBlobs(s.J.Objects(), blobs); err != nil {
+			return cas.Hash{}, nil, 0, err
 		}
 		return root, s.J.Objects(), s.J.Head(), nil
 	}
