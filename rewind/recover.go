@@ -105,7 +105,7 @@ func (p *replayPlan) replay(j *journal.Journal, t *tree.Tree) error {
 			// stored, as every object a clean node names must be.
 			_, blobs, err := t.Root()
 			if err == nil {
-				err = putBlobs(j.Objects(), blobs)
+				err = StoreBlobs(j.Objects(), blobs)
 			}
 			if err != nil {
 				return fmt.Errorf("seq %d: %w", r.Seq, err)
