@@ -1,6 +1,7 @@
 package rewind
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,9 @@ type Importer struct {
 	Alloc func() (uint64, error)
 	// Progress, if set, is called after each file with running totals.
 	Progress func(files int, bytes int64)
+	// Ctx, if set, cancels the import (Ctrl-C during a long first mount):
+	// Import then returns its error and nothing has been committed.
+	Ctx context.Context
 
 	t     *tree.Tree
 	links map[[2]uint64]uint64 // native (dev, ino) -> our ino, for hard links
@@ -84,6 +88,11 @@ func (im *Importer) dir(path string, ino uint64, base *tree.Node) error {
 }
 
 func (im *Importer) entry(path string, parent uint64, name string, baseDir *tree.Node) error {
+	if im.Ctx != nil {
+		if err := im.Ctx.Err(); err != nil {
+			return fmt.Errorf("import %s: %w", path, err)
+		}
+	}
 	var st syscall.Stat_t
 	if err := syscall.Lstat(path, &st); err != nil {
 		if errors.Is(err, syscall.ENOENT) {
