@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"sort"
+	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -13,27 +15,130 @@ import (
 	"github.com/reynfs/reynfs/fs/tree"
 )
 
-// Export writes tree t into the native directory dir. base is the tree dir
-// holds now (nil if dir is empty or unknown): subtrees whose Merkle hash is
-// unchanged are skipped, and a file whose content is unchanged only gets
-// its attributes, so an unmount rewrites only what changed. Both trees
-// must be clean (Root called since their last change).
+// ExportOptions steer an export into a directory that already holds a
+// tree (the write-back at unmount).
+type ExportOptions struct {
+	// Base is the tree the directory holds now (nil if it is empty or
+	// unknown): subtrees whose Merkle hash is unchanged are skipped, and a
+	// file whose content is unchanged only gets its attributes, so an
+	// unmount rewrites only what changed.
+	Base *tree.Tree
+	// Keep names paths changed in the directory behind reynfs's back
+	// (written underneath the mount): they, and everything below them,
+	// are neither overwritten nor removed (DESIGN invariant 14).
+	Keep PathSet
+	// Force names paths to write although Base says they are written: the
+	// paths an earlier write-back failed on.
+	Force PathSet
+}
+
+// PathSet is a set of relative, slash-separated paths.
+type PathSet map[string]bool
+
+// Has reports whether rel or one of its ancestors is in the set.
+func (s PathSet) Has(rel string) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for p := rel; ; {
+		if s[p] {
+			return true
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
+}
+
+// Within reports whether rel or a path below it is in the set.
+func (s PathSet) Within(rel string) bool {
+	for p := range s {
+		if rel == "" || p == rel || strings.HasPrefix(p, rel+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Failure is one path an export could not write.
+type Failure struct {
+	Path string
+	Err  error
+}
+
+// ExportError lists the paths an export could not write; everything else
+// was written. Its message has one line per path.
+type ExportError struct{ Failures []Failure }
+
+func (e *ExportError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d paths not written", len(e.Failures))
+	for _, f := range e.Failures {
+		fmt.Fprintf(&b, "\n%s: %v", f.Path, f.Err)
+	}
+	return b.String()
+}
+
+// Paths lists the failed paths.
+func (e *ExportError) Paths() []string {
+	out := make([]string, len(e.Failures))
+	for i, f := range e.Failures {
+		out[i] = f.Path
+	}
+	return out
+}
+
+// Export writes tree t into the native directory dir (created if
+// missing; its last component must not be a symlink). base is the tree
+// dir holds now, or nil. Both trees must be clean (Root called since
+// their last change). Paths that cannot be written are reported in an
+// *ExportError after everything else was written.
 func Export(t, base *tree.Tree, dir string) error {
-	e := &exporter{t: t, base: base, written: map[uint64]string{}, buf: make([]byte, 1<<20)}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	var broot *tree.Node
-	if base != nil {
-		broot = base.Node(tree.RootIno)
+	top, err := OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
 	}
-	return e.dir(dir, t.Node(tree.RootIno), broot)
+	defer top.Close()
+	return ExportAt(t, top, ExportOptions{Base: base})
+}
+
+// ExportAt writes tree t into the directory top is open on. Every access
+// is relative to directory descriptors and never follows a symlink (see
+// dirfd.go). One path that fails does not stop the others: the failures
+// come back as an *ExportError.
+func ExportAt(t *tree.Tree, top *os.File, o ExportOptions) error {
+	e := &exporter{t: t, base: o.Base, o: o, top: top, written: map[uint64]string{}, buf: make([]byte, cas.ChunkSize)}
+	var broot *tree.Node
+	if o.Base != nil {
+		broot = o.Base.Node(tree.RootIno)
+	}
+	e.dir(top, "", t.Node(tree.RootIno), broot)
+	if len(e.fails) > 0 {
+		sort.Slice(e.fails, func(i, j int) bool { return e.fails[i].Path < e.fails[j].Path })
+		return &ExportError{Failures: e.fails}
+	}
+	return nil
 }
 
 type exporter struct {
 	t, base *tree.Tree
-	written map[uint64]string // inode -> path written in this export (hard links)
+	o       ExportOptions
+	top     *os.File
+	written map[uint64]string // inode -> relative path written in this export (hard links)
 	buf     []byte
+	fails   []Failure
+}
+
+func (e *exporter) fail(rel string, err error) {
+	if rel == "" {
+		rel = "."
+	}
+	e.fails = append(e.fails, Failure{Path: rel, Err: err})
 }
 
 func same(a, b *tree.Node) bool {
@@ -45,113 +150,184 @@ func same(a, b *tree.Node) bool {
 	return oka && okb && ha == hb
 }
 
-// dir brings the native directory path from base to n; path exists.
-func (e *exporter) dir(path string, n, base *tree.Node) error {
-	if same(n, base) {
-		return nil
+func sameType(a, b *tree.Node) bool {
+	return a != nil && b != nil && a.Mode&syscall.S_IFMT == b.Mode&syscall.S_IFMT
+}
+
+// dir brings the directory d (at rel) from base to n.
+func (e *exporter) dir(d *os.File, rel string, n, base *tree.Node) {
+	if same(n, base) && !e.o.Force.Within(rel) {
+		return
 	}
 	if base != nil {
 		for name, bino := range base.Entries() {
-			if ino, ok := n.Entries()[name]; ok {
-				if b := e.base.Node(bino); b != nil && b.Mode&syscall.S_IFMT == e.t.Node(ino).Mode&syscall.S_IFMT {
-					continue
-				}
+			if ino, ok := n.Entries()[name]; ok && sameType(e.base.Node(bino), e.t.Node(ino)) {
+				continue
 			}
-			if err := os.RemoveAll(filepath.Join(path, name)); err != nil {
-				return fmt.Errorf("export: %w", err)
+			crel := joinRel(rel, name)
+			if err := removeAt(d, name, crel, e.o.Keep.Has); err != nil {
+				e.fail(crel, fmt.Errorf("remove: %w", err))
 			}
 		}
-	} else if err := e.clean(path, n); err != nil {
-		return err
+		for p := range e.o.Force { // a removal that failed last time
+			if pd, name := splitRel(p); pd == rel && n.Entries()[name] == 0 {
+				if err := removeAt(d, name, p, e.o.Keep.Has); err != nil {
+					e.fail(p, fmt.Errorf("remove: %w", err))
+				}
+			}
+		}
+	} else {
+		e.clean(d, rel, n)
 	}
 	for name, ino := range n.Entries() {
+		crel := joinRel(rel, name)
+		if e.o.Keep.Has(crel) {
+			continue
+		}
 		c := e.t.Node(ino)
 		var b *tree.Node
-		if base != nil {
+		if base != nil && !e.o.Force[crel] {
 			if bino, ok := base.Entries()[name]; ok {
-				b = e.base.Node(bino)
-				if b != nil && b.Mode&syscall.S_IFMT != c.Mode&syscall.S_IFMT {
+				if b = e.base.Node(bino); !sameType(b, c) {
 					b = nil // removed above
 				}
 			}
 		}
-		if err := e.entry(filepath.Join(path, name), c, b); err != nil {
-			return err
+		e.entry(d, name, crel, c, b)
+	}
+	if !e.o.Keep.Has(rel) {
+		if err := e.fdAttrs(d, n); err != nil {
+			e.fail(rel, err)
 		}
 	}
-	return e.attrs(path, n)
 }
 
 // clean removes what a directory holds that n does not name (an export
 // into a directory of unknown content).
-func (e *exporter) clean(path string, n *tree.Node) error {
-	ents, err := os.ReadDir(path)
+func (e *exporter) clean(d *os.File, rel string, n *tree.Node) {
+	names, err := readNames(d)
 	if err != nil {
-		return fmt.Errorf("export: %w", err)
+		e.fail(rel, err)
+		return
 	}
-	for _, de := range ents {
-		if ino, ok := n.Entries()[de.Name()]; ok && e.t.Node(ino).IsDir() == de.IsDir() {
-			continue // a file is replaced by rename, a directory merged
+	for _, name := range names {
+		crel := joinRel(rel, name)
+		if ino, ok := n.Entries()[name]; ok {
+			st, err := lstatAt(d, name)
+			if err == nil && (st.Mode&unix.S_IFMT == unix.S_IFDIR) == e.t.Node(ino).IsDir() {
+				continue // a file is replaced by rename, a directory merged
+			}
 		}
-		if err := os.RemoveAll(filepath.Join(path, de.Name())); err != nil {
-			return fmt.Errorf("export: %w", err)
+		if err := removeAt(d, name, crel, e.o.Keep.Has); err != nil {
+			e.fail(crel, fmt.Errorf("remove: %w", err))
 		}
 	}
-	return nil
 }
 
-func (e *exporter) entry(path string, n, base *tree.Node) error {
-	if same(n, base) {
-		if n.Nlink > 1 {
-			e.written[n.Ino] = path
-		}
-		return nil
+// readNames lists directory d through a descriptor of its own, so that
+// d's offset stays where it is.
+func readNames(d *os.File) ([]string, error) {
+	f, err := openDirAt(d, ".")
+	if err != nil {
+		return nil, err
 	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+func (e *exporter) entry(d *os.File, name, rel string, n, base *tree.Node) {
+	if same(n, base) && !e.o.Force.Within(rel) {
+		if n.Nlink > 1 {
+			e.written[n.Ino] = rel
+		}
+		return
+	}
+	if err := e.place(d, name, rel, n, base); err != nil {
+		e.fail(rel, err)
+		return
+	}
+	if n.Nlink > 1 && !n.IsDir() {
+		e.written[n.Ino] = rel
+	}
+}
+
+// place writes one entry; a directory recurses.
+func (e *exporter) place(d *os.File, name, rel string, n, base *tree.Node) error {
 	if first, ok := e.written[n.Ino]; ok && !n.IsDir() {
-		_ = os.Remove(path)
-		if err := os.Link(first, path); err != nil {
-			return fmt.Errorf("export: %w", err)
+		fdir, fname := splitRel(first)
+		fd, err := openDirBeneath(e.top, fdir)
+		if err != nil {
+			return fmt.Errorf("link: %w", err)
+		}
+		defer fd.Close()
+		if err := removeAt(d, name, rel, nil); err != nil {
+			return fmt.Errorf("link: %w", err)
+		}
+		if err := unix.Linkat(int(fd.Fd()), fname, int(d.Fd()), name, 0); err != nil {
+			return fmt.Errorf("link: %w", err)
 		}
 		return nil
 	}
 	switch {
 	case n.IsDir():
-		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("export: %w", err)
-		}
-		if err := e.dir(path, n, base); err != nil {
+		sub, err := e.mkdirAt(d, name, rel)
+		if err != nil {
 			return err
 		}
+		e.dir(sub, rel, n, base)
+		return sub.Close()
 	case n.IsReg():
-		if base == nil || !sameChunks(n.ChunkHashes(), base.ChunkHashes()) || n.Size != base.Size || !onDisk(path, n.Size) {
-			if err := e.file(path, n); err != nil {
-				return err
-			}
+		if base == nil || !sameChunks(n.ChunkHashes(), base.ChunkHashes()) || n.Size != base.Size || !onDisk(d, name, n.Size) {
+			return e.file(d, name, rel, n)
 		}
 	case n.IsLink():
 		target, _ := n.Readlink()
-		_ = os.Remove(path)
-		if err := os.Symlink(target, path); err != nil {
-			return fmt.Errorf("export: %w", err)
+		if err := removeAt(d, name, rel, nil); err != nil {
+			return fmt.Errorf("symlink: %w", err)
+		}
+		if err := unix.Symlinkat(target, int(d.Fd()), name); err != nil {
+			return fmt.Errorf("symlink: %w", err)
 		}
 	default:
-		_ = os.Remove(path)
-		if err := unix.Mknod(path, n.Mode, int(n.Rdev)); err != nil {
-			return fmt.Errorf("export %s: %w", path, err)
+		if err := removeAt(d, name, rel, nil); err != nil {
+			return fmt.Errorf("mknod: %w", err)
+		}
+		if err := unix.Mknodat(int(d.Fd()), name, n.Mode, int(n.Rdev)); err != nil {
+			return fmt.Errorf("mknod: %w", err)
 		}
 	}
-	if n.Nlink > 1 {
-		e.written[n.Ino] = path
-	}
-	return e.attrs(path, n)
+	return e.attrsAt(d, name, n)
 }
 
-// onDisk reports whether path is a regular file of the given size: the
-// base tree says what the directory should hold, and this catches a file
-// removed or changed under it.
-func onDisk(path string, size uint64) bool {
-	fi, err := os.Lstat(path)
-	return err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) == size
+// mkdirAt makes sure d holds a directory name and opens it. Whatever
+// else is there, a symlink above all, is removed, not followed.
+func (e *exporter) mkdirAt(d *os.File, name, rel string) (*os.File, error) {
+	err := unix.Mkdirat(int(d.Fd()), name, 0o700)
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, fmt.Errorf("mkdir: %w", err)
+	}
+	sub, err := openDirAt(d, name)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		if err := removeAt(d, name, rel, nil); err != nil {
+			return nil, fmt.Errorf("mkdir: %w", err)
+		}
+		if err := unix.Mkdirat(int(d.Fd()), name, 0o700); err != nil {
+			return nil, fmt.Errorf("mkdir: %w", err)
+		}
+		sub, err = openDirAt(d, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mkdir: %w", err)
+	}
+	return sub, nil
+}
+
+// onDisk reports whether d holds a regular file name of the given size:
+// the base tree says what the directory should hold, and this catches a
+// file removed or changed under it.
+func onDisk(d *os.File, name string, size uint64) bool {
+	st, err := lstatAt(d, name)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) == size
 }
 
 func sameChunks(a, b []cas.Hash) bool {
@@ -166,27 +342,36 @@ func sameChunks(a, b []cas.Hash) bool {
 	return true
 }
 
-// file writes n's content to a temporary name beside path and renames it
-// into place, so a crash leaves either the old or the new file.
-func (e *exporter) file(path string, n *tree.Node) error {
-	tmp := path + ".reynfs-tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+// file writes n's content and attributes to a new temporary file in d
+// (unique, O_EXCL, short) and renames it over name, so a crash leaves
+// either the old or the new file, and a name planted by a user is never
+// opened.
+func (e *exporter) file(d *os.File, name, rel string, n *tree.Node) error {
+	f, tmp, err := createTemp(d)
 	if err != nil {
-		return fmt.Errorf("export: %w", err)
+		return fmt.Errorf("create: %w", err)
 	}
 	err = e.copyContent(f, n)
 	if err == nil {
 		err = f.Truncate(int64(n.Size)) // trailing holes
 	}
+	if err == nil {
+		err = e.fdAttrs(f, n)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = unix.Renameat(int(d.Fd()), tmp, int(d.Fd()), name)
+		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+			if err = removeAt(d, name, rel, e.o.Keep.Has); err == nil {
+				err = unix.Renameat(int(d.Fd()), tmp, int(d.Fd()), name)
+			}
+		}
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("export %s: %w", path, err)
+		_ = unix.Unlinkat(int(d.Fd()), tmp, 0)
+		return fmt.Errorf("write: %w", err)
 	}
 	return nil
 }
@@ -208,48 +393,127 @@ func (e *exporter) copyContent(f *os.File, n *tree.Node) error {
 	return nil
 }
 
-// attrs sets owner, mode, xattrs and times (times last: the rest touches ctime only).
-func (e *exporter) attrs(path string, n *tree.Node) error {
-	if err := os.Lchown(path, int(n.Uid), int(n.Gid)); err != nil && !errors.Is(err, syscall.EPERM) {
-		return fmt.Errorf("export: %w", err)
+func times(n *tree.Node) []unix.Timespec {
+	return []unix.Timespec{unix.NsecToTimespec(n.Atime), unix.NsecToTimespec(n.Mtime)}
+}
+
+// fdAttrs sets owner, mode, xattrs and times (times last: the rest
+// touches ctime only) on an open file or directory.
+func (e *exporter) fdAttrs(f *os.File, n *tree.Node) error {
+	fd := int(f.Fd())
+	if err := unix.Fchown(fd, int(n.Uid), int(n.Gid)); err != nil && !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("chown: %w", err)
 	}
-	if !n.IsLink() {
-		if err := syscall.Chmod(path, n.Mode&07777); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
+	if err := unix.Fchmod(fd, n.Mode&07777); err != nil {
+		return fmt.Errorf("chmod: %w", err)
 	}
-	if err := e.xattrs(path, n); err != nil {
+	if err := setXattrs(xattrAt{fd: fd}, n); err != nil {
 		return err
 	}
-	ts := []unix.Timespec{unix.NsecToTimespec(n.Atime), unix.NsecToTimespec(n.Mtime)}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("export: %w", err)
+	ts := times(n)
+	// utimensat(fd, NULL, ...) is futimens: nanoseconds, on the descriptor.
+	if _, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0); errno != 0 {
+		return fmt.Errorf("utimens: %w", errno)
 	}
 	return nil
 }
 
-func (e *exporter) xattrs(path string, n *tree.Node) error {
-	want := map[string]bool{}
-	for _, name := range n.XattrNames() {
-		want[name] = true
-		v, _ := n.Xattr(name)
-		if err := unix.Lsetxattr(path, name, v, 0); err != nil {
-			return fmt.Errorf("export %s: xattr %s: %w", path, name, err)
+// attrsAt sets the attributes of name in d (a symlink, device, fifo or a
+// file whose content was already there) without following it.
+func (e *exporter) attrsAt(d *os.File, name string, n *tree.Node) error {
+	if err := unix.Fchownat(int(d.Fd()), name, int(n.Uid), int(n.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("chown: %w", err)
+	}
+	if !n.IsLink() {
+		if err := chmodAt(d, name, n.Mode&07777); err != nil {
+			return fmt.Errorf("chmod: %w", err)
 		}
 	}
-	sz, err := unix.Llistxattr(path, nil)
+	if err := setXattrs(xattrAt{fd: -1, path: procPath(d, name)}, n); err != nil {
+		return err
+	}
+	if err := unix.UtimesNanoAt(int(d.Fd()), name, times(n), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("utimens: %w", err)
+	}
+	return nil
+}
+
+// xattrAt reaches the xattrs of an open descriptor (fd >= 0) or, without
+// following it, of path (see procPath).
+type xattrAt struct {
+	fd   int
+	path string
+}
+
+func (x xattrAt) set(name string, v []byte) error {
+	if x.fd >= 0 {
+		return unix.Fsetxattr(x.fd, name, v, 0)
+	}
+	return unix.Lsetxattr(x.path, name, v, 0)
+}
+
+func (x xattrAt) get(name string, v []byte) (int, error) {
+	if x.fd >= 0 {
+		return unix.Fgetxattr(x.fd, name, v)
+	}
+	return unix.Lgetxattr(x.path, name, v)
+}
+
+func (x xattrAt) list(buf []byte) (int, error) {
+	if x.fd >= 0 {
+		return unix.Flistxattr(x.fd, buf)
+	}
+	return unix.Llistxattr(x.path, buf)
+}
+
+func (x xattrAt) remove(name string) error {
+	if x.fd >= 0 {
+		return unix.Fremovexattr(x.fd, name)
+	}
+	return unix.Lremovexattr(x.path, name)
+}
+
+// names lists the xattr names (none where the file system has none).
+func (x xattrAt) names() []string {
+	sz, err := x.list(nil)
 	if err != nil || sz == 0 {
 		return nil
 	}
 	buf := make([]byte, sz)
-	sz, _ = unix.Llistxattr(path, buf)
-	start := 0
-	for i := 0; i < sz; i++ {
-		if buf[i] == 0 {
-			if name := string(buf[start:i]); name != "" && !want[name] {
-				_ = unix.Lremovexattr(path, name)
-			}
-			start = i + 1
+	if sz, err = x.list(buf); err != nil {
+		return nil
+	}
+	var out []string
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:sz]), "\x00"), "\x00") {
+		if name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (x xattrAt) value(name string) ([]byte, error) {
+	sz, err := x.get(name, nil)
+	if err != nil {
+		return nil, err
+	}
+	v := make([]byte, sz)
+	sz, err = x.get(name, v)
+	return v[:sz], err
+}
+
+func setXattrs(x xattrAt, n *tree.Node) error {
+	want := map[string]bool{}
+	for _, name := range n.XattrNames() {
+		want[name] = true
+		v, _ := n.Xattr(name)
+		if err := x.set(name, v); err != nil {
+			return fmt.Errorf("xattr %s: %w", name, err)
+		}
+	}
+	for _, name := range x.names() {
+		if !want[name] {
+			_ = x.remove(name)
 		}
 	}
 	return nil

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -22,9 +20,20 @@ import (
 // the directory held when reynfs last wrote it), an entry whose type, mode,
 // owner, size and mtime are unchanged keeps its inode number, times and
 // content without being read, like git's stat check.
+//
+// The import runs as the mount's owner, often root, over a directory other
+// users may write while it runs: every entry is reached relative to its
+// directory's descriptor, opened with O_NOFOLLOW and checked with fstat to
+// be the entry that was stat'ed, so a symlink swapped in is never followed
+// (DESIGN invariant 9; see dirfd.go).
 type Importer struct {
 	Store cas.Store
 	Base  *tree.Tree
+	// Pin names paths whose native state is not what Base says because a
+	// write-back failed there: the import keeps Base's version of them
+	// (or leaves them out if Base has none) instead of reading the
+	// directory, so a failed write-back is not mistaken for a change.
+	Pin PathSet
 	// Alloc hands out inode numbers for new entries.
 	Alloc func() (uint64, error)
 	// Progress, if set, is called after each file with running totals.
@@ -40,14 +49,25 @@ type Importer struct {
 	buf   []byte
 }
 
-// Import reads dir into a new tree.
+// Import reads dir into a new tree; dir's last component must not be a
+// symlink.
 func (im *Importer) Import(dir string) (*tree.Tree, error) {
-	var st syscall.Stat_t
-	if err := syscall.Lstat(dir, &st); err != nil {
-		return nil, fmt.Errorf("import %s: %w", dir, err)
+	top, err := OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	defer top.Close()
+	return im.ImportAt(top)
+}
+
+// ImportAt reads the directory top is open on into a new tree.
+func (im *Importer) ImportAt(top *os.File) (*tree.Tree, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(top.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("import %s: %w", top.Name(), err)
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil, fmt.Errorf("import %s: %w", dir, tree.ErrNotDir)
+		return nil, fmt.Errorf("import %s: %w", top.Name(), tree.ErrNotDir)
 	}
 	im.t = tree.New(im.Store, st.Mode, st.Uid, st.Gid, ctime(&st))
 	im.links = map[[2]uint64]uint64{}
@@ -56,10 +76,13 @@ func (im *Importer) Import(dir string) (*tree.Tree, error) {
 	if im.Base != nil {
 		base = im.Base.Node(tree.RootIno)
 	}
-	if err := im.dir(dir, tree.RootIno, base); err != nil {
+	if err := im.dir(top, "", tree.RootIno, base); err != nil {
 		return nil, err
 	}
-	if err := im.finish(dir, tree.RootIno, &st, base); err != nil {
+	if err := im.xattrs(xattrAt{fd: int(top.Fd())}, ".", tree.RootIno); err != nil {
+		return nil, err
+	}
+	if err := im.finish(".", tree.RootIno, &st, base); err != nil {
 		return nil, err
 	}
 	return im.t, im.t.Check()
@@ -72,38 +95,132 @@ func (im *Importer) apply(r *journal.Record, path string) error {
 	return nil
 }
 
-// dir imports the entries of the native directory path into directory ino.
-func (im *Importer) dir(path string, ino uint64, base *tree.Node) error {
-	ents, err := os.ReadDir(path)
+// dir imports the entries of the native directory d (at rel) into
+// directory ino.
+func (im *Importer) dir(d *os.File, rel string, ino uint64, base *tree.Node) error {
+	names, err := readNames(d)
 	if err != nil {
-		return fmt.Errorf("import: %w", err)
+		return fmt.Errorf("import %s: %w", d.Name(), err)
 	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
-	for _, e := range ents {
-		if err := im.entry(filepath.Join(path, e.Name()), ino, e.Name(), base); err != nil {
+	seen := map[string]bool{}
+	for _, name := range names {
+		seen[name] = true
+	}
+	// Pinned entries the directory lacks (a create that failed).
+	for p := range im.Pin {
+		if pd, name := splitRel(p); pd == rel && !seen[name] && base != nil && base.Entries()[name] != 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		crel := joinRel(rel, name)
+		if im.Pin[crel] {
+			if err := im.pinned(ino, name, crel, base); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := im.entry(d, crel, ino, name, base); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (im *Importer) entry(path string, parent uint64, name string, baseDir *tree.Node) error {
-	if im.Ctx != nil {
-		if err := im.Ctx.Err(); err != nil {
-			return fmt.Errorf("import %s: %w", path, err)
+// pinned copies base's entry name (if any) instead of reading the directory.
+func (im *Importer) pinned(parent uint64, name, rel string, baseDir *tree.Node) error {
+	if baseDir == nil || baseDir.Entries()[name] == 0 {
+		return nil
+	}
+	return im.copyBase(parent, name, rel, im.Base.Node(baseDir.Entries()[name]))
+}
+
+func (im *Importer) copyBase(parent uint64, name, rel string, b *tree.Node) error {
+	if n := im.t.Node(b.Ino); n != nil && !b.IsDir() {
+		return im.apply(&journal.Record{Op: journal.OpLink, Parent: parent, Name: name, Ino: b.Ino, Time: n.Ctime}, rel)
+	}
+	ino := b.Ino
+	if im.t.Node(ino) != nil {
+		var err error
+		if ino, err = im.Alloc(); err != nil {
+			return err
 		}
 	}
-	var st syscall.Stat_t
-	if err := syscall.Lstat(path, &st); err != nil {
-		if errors.Is(err, syscall.ENOENT) {
+	r := &journal.Record{Op: journal.OpCreate, Parent: parent, Name: name, Ino: ino, Mode: b.Mode, Uid: b.Uid, Gid: b.Gid, Rdev: b.Rdev, Time: b.Ctime}
+	switch {
+	case b.IsDir():
+		r.Op = journal.OpMkdir
+	case b.IsLink():
+		r.Op = journal.OpSymlink
+		r.Target, _ = b.Readlink()
+	}
+	if err := im.apply(r, rel); err != nil {
+		return err
+	}
+	if b.IsReg() {
+		d := &journal.Record{Op: journal.OpData, Ino: ino, Size: b.Size, Mtime: b.Mtime}
+		for i, h := range b.ChunkHashes() {
+			d.Chunks = append(d.Chunks, journal.Chunk{Index: uint64(i), Hash: h})
+		}
+		if err := im.apply(d, rel); err != nil {
+			return err
+		}
+	}
+	if b.IsDir() {
+		names := make([]string, 0, len(b.Entries()))
+		for n := range b.Entries() {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if err := im.copyBase(ino, n, joinRel(rel, n), im.Base.Node(b.Entries()[n])); err != nil {
+				return err
+			}
+		}
+	}
+	for _, x := range b.XattrNames() {
+		v, _ := b.Xattr(x)
+		if err := im.apply(&journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: x, XValue: v}, rel); err != nil {
+			return err
+		}
+	}
+	return im.apply(&journal.Record{Op: journal.OpSetattr, Ino: ino, Valid: journal.SetAtime | journal.SetMtime,
+		Atime: b.Atime, Mtime: b.Mtime, Time: b.Ctime}, rel)
+}
+
+// errSwapped is an entry replaced between its stat and its open.
+var errSwapped = errors.New("changed while being imported")
+
+func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, baseDir *tree.Node) error {
+	if im.Ctx != nil {
+		if err := im.Ctx.Err(); err != nil {
+			return fmt.Errorf("import %s: %w", rel, err)
+		}
+	}
+	// An entry swapped between lstat and open (a symlink planted for a
+	// file) is looked at again, a few times, then refused.
+	for range 3 {
+		err := im.entryOnce(d, rel, parent, name, baseDir)
+		if !errors.Is(err, errSwapped) {
+			return err
+		}
+	}
+	return fmt.Errorf("import %s: %w", rel, errSwapped)
+}
+
+func (im *Importer) entryOnce(d *os.File, rel string, parent uint64, name string, baseDir *tree.Node) error {
+	st, err := lstatAt(d, name)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
 			return nil // removed while we walked
 		}
-		return fmt.Errorf("import %s: %w", path, err)
+		return fmt.Errorf("import %s: %w", rel, err)
 	}
 	key := [2]uint64{st.Dev, st.Ino}
 	if ino, ok := im.links[key]; ok && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		// The link keeps the inode's ctime: finish set it already.
-		return im.apply(&journal.Record{Op: journal.OpLink, Parent: parent, Name: name, Ino: ino, Time: im.t.Node(ino).Ctime}, path)
+		return im.apply(&journal.Record{Op: journal.OpLink, Parent: parent, Name: name, Ino: ino, Time: im.t.Node(ino).Ctime}, rel)
 	}
 	var base *tree.Node
 	if baseDir != nil {
@@ -113,73 +230,127 @@ func (im *Importer) entry(path string, parent uint64, name string, baseDir *tree
 			}
 		}
 	}
+	// Open what must be read, and check it is what was stat'ed.
+	var f *os.File
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		f, err = openDirAt(d, name)
+	case syscall.S_IFREG:
+		if !unchanged(base, &st) {
+			var fd int
+			fd, err = unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				f = os.NewFile(uintptr(fd), rel)
+			}
+		}
+	}
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return errSwapped
+		}
+		return fmt.Errorf("import %s: %w", rel, err)
+	}
+	if f != nil {
+		defer f.Close()
+		var fst unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
+			return fmt.Errorf("import %s: %w", rel, err)
+		}
+		if fst.Dev != st.Dev || fst.Ino != st.Ino || fst.Mode&syscall.S_IFMT != st.Mode&syscall.S_IFMT {
+			return errSwapped
+		}
+		st = fst
+	}
+	var target string
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		if target, err = readlinkAt(d, name, st.Size); err != nil {
+			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+				return errSwapped
+			}
+			return fmt.Errorf("import %s: %w", rel, err)
+		}
+	}
 	var ino uint64
 	if base != nil {
 		ino = base.Ino
-	} else {
-		var err error
-		if ino, err = im.Alloc(); err != nil {
-			return err
-		}
+	} else if ino, err = im.Alloc(); err != nil {
+		return err
 	}
 	r := &journal.Record{Parent: parent, Name: name, Ino: ino, Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Time: ctime(&st)}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
 		r.Op = journal.OpMkdir
 	case syscall.S_IFLNK:
-		target, err := os.Readlink(path)
-		if err != nil {
-			return fmt.Errorf("import %s: %w", path, err)
-		}
 		r.Op, r.Target = journal.OpSymlink, target
 	default:
 		r.Op, r.Rdev = journal.OpCreate, uint32(st.Rdev)
 	}
-	if err := im.apply(r, path); err != nil {
+	if err := im.apply(r, rel); err != nil {
 		return err
 	}
 	im.links[key] = ino
+	x := xattrAt{fd: -1, path: procPath(d, name)}
+	if f != nil {
+		x = xattrAt{fd: int(f.Fd())}
+	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
-		if err := im.dir(path, ino, base); err != nil {
+		if err := im.dir(f, rel, ino, base); err != nil {
 			return err
 		}
 	case syscall.S_IFREG:
-		if err := im.content(path, ino, &st, base); err != nil {
+		if err := im.content(f, rel, ino, &st, base); err != nil {
 			return err
 		}
 	}
-	if err := im.xattrs(path, ino); err != nil {
+	if err := im.xattrs(x, rel, ino); err != nil {
 		return err
 	}
-	return im.finish(path, ino, &st, base)
+	return im.finish(rel, ino, &st, base)
+}
+
+// readlinkAt reads symlink name in d; size is its lstat size.
+func readlinkAt(d *os.File, name string, size int64) (string, error) {
+	buf := make([]byte, max(size+1, 256))
+	for {
+		n, err := unix.Readlinkat(int(d.Fd()), name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // unchanged reports whether the base node still describes the native entry.
-func unchanged(b *tree.Node, st *syscall.Stat_t) bool {
+func unchanged(b *tree.Node, st *unix.Stat_t) bool {
 	return b != nil && b.Mode == st.Mode && b.Uid == st.Uid && b.Gid == st.Gid &&
 		(b.IsDir() || b.Size == uint64(st.Size)) && b.Mtime == mtime(st)
 }
 
 // finish sets the final times: after the children, which touched them.
-func (im *Importer) finish(path string, ino uint64, st *syscall.Stat_t, base *tree.Node) error {
+func (im *Importer) finish(rel string, ino uint64, st *unix.Stat_t, base *tree.Node) error {
 	r := &journal.Record{Op: journal.OpSetattr, Ino: ino, Valid: journal.SetAtime | journal.SetMtime,
 		Atime: atime(st), Mtime: mtime(st), Time: ctime(st)}
 	if unchanged(base, st) {
 		r.Atime, r.Time = base.Atime, base.Ctime
 	}
-	return im.apply(r, path)
+	return im.apply(r, rel)
 }
 
-func (im *Importer) content(path string, ino uint64, st *syscall.Stat_t, base *tree.Node) error {
+// content records a regular file's content; f is open on it unless the
+// base's stat check says it is unchanged.
+func (im *Importer) content(f *os.File, rel string, ino uint64, st *unix.Stat_t, base *tree.Node) error {
 	r := &journal.Record{Op: journal.OpData, Ino: ino, Size: uint64(st.Size), Mtime: mtime(st)}
 	im.files++
-	if unchanged(base, st) {
+	if f == nil {
 		for i, h := range base.ChunkHashes() {
 			r.Chunks = append(r.Chunks, journal.Chunk{Index: uint64(i), Hash: h})
 		}
 	} else {
-		size, err := im.readChunks(path, r)
+		size, err := im.readChunks(f, rel, r)
 		if err != nil {
 			return err
 		}
@@ -188,25 +359,21 @@ func (im *Importer) content(path string, ino uint64, st *syscall.Stat_t, base *t
 	if im.Progress != nil {
 		im.Progress(im.files, im.bytes)
 	}
-	return im.apply(r, path)
+	return im.apply(r, rel)
 }
 
 // readChunks stores the file's chunks and lists them in r; all-zero
 // chunks become holes.
-func (im *Importer) readChunks(path string, r *journal.Record) (uint64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("import: %w", err)
-	}
-	defer f.Close()
+func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record) (uint64, error) {
 	var size uint64
 	for idx := uint64(0); ; idx++ {
 		n, rerr := io.ReadFull(f, im.buf)
 		if n > 0 {
 			var h cas.Hash
 			if !zero(im.buf[:n]) {
+				var err error
 				if h, err = im.Store.Put(im.buf[:n]); err != nil {
-					return 0, fmt.Errorf("import %s: %w", path, err)
+					return 0, fmt.Errorf("import %s: %w", rel, err)
 				}
 			}
 			r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: h})
@@ -217,43 +384,22 @@ func (im *Importer) readChunks(path string, r *journal.Record) (uint64, error) {
 			return size, nil
 		}
 		if rerr != nil {
-			return 0, fmt.Errorf("import %s: %w", path, rerr)
+			return 0, fmt.Errorf("import %s: %w", rel, rerr)
 		}
 	}
 }
 
-func (im *Importer) xattrs(path string, ino uint64) error {
-	sz, err := unix.Llistxattr(path, nil)
-	if err != nil || sz == 0 {
-		return nil // no xattrs, or a file system without them
-	}
-	buf := make([]byte, sz)
-	if sz, err = unix.Llistxattr(path, buf); err != nil {
-		return nil
-	}
-	for _, name := range strings.Split(strings.TrimRight(string(buf[:sz]), "\x00"), "\x00") {
-		if name == "" {
-			continue
-		}
-		v, err := lgetxattr(path, name)
+func (im *Importer) xattrs(x xattrAt, rel string, ino uint64) error {
+	for _, name := range x.names() {
+		v, err := x.value(name)
 		if err != nil {
 			continue
 		}
-		if err := im.apply(&journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: name, XValue: v}, path); err != nil {
+		if err := im.apply(&journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: name, XValue: v}, rel); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func lgetxattr(path, name string) ([]byte, error) {
-	sz, err := unix.Lgetxattr(path, name, nil)
-	if err != nil {
-		return nil, err
-	}
-	v := make([]byte, sz)
-	sz, err = unix.Lgetxattr(path, name, v)
-	return v[:sz], err
 }
 
 func zero(b []byte) bool {
@@ -265,6 +411,6 @@ func zero(b []byte) bool {
 	return true
 }
 
-func atime(st *syscall.Stat_t) int64 { return st.Atim.Nano() }
-func mtime(st *syscall.Stat_t) int64 { return st.Mtim.Nano() }
-func ctime(st *syscall.Stat_t) int64 { return st.Ctim.Nano() }
+func atime(st *unix.Stat_t) int64 { return st.Atim.Nano() }
+func mtime(st *unix.Stat_t) int64 { return st.Mtim.Nano() }
+func ctime(st *unix.Stat_t) int64 { return st.Ctim.Nano() }
