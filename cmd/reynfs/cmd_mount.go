@@ -115,6 +115,10 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	case term.IsTerminal(int(os.Stderr.Fd())):
 		cfg.Progress = throttle(printProgress)
 	}
+	cfg.Warn = func(s string) { fmt.Fprintln(os.Stderr, "reynfs: warning: "+s) }
+	if ready != nil {
+		cfg.Warn = func(s string) { fmt.Fprintf(ready, "warn %s\n", oneLine(s)) }
+	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit: the collector works harder before the heap (two
 		// trees at once while a remount compares the project directory)
@@ -201,6 +205,8 @@ func spawnDaemon(o mountOptions, paths daemon.Paths) error {
 			if _, err := fmt.Sscanf(line, "progress %d %d", &files, &bytes); err == nil && showProgress {
 				printProgress(files, bytes)
 			}
+		case strings.HasPrefix(line, "warn "):
+			fmt.Fprintln(os.Stderr, "reynfs: warning: "+strings.TrimPrefix(line, "warn "))
 		case strings.HasPrefix(line, "error "):
 			failure = strings.TrimPrefix(line, "error ")
 		case strings.HasPrefix(line, "code "):

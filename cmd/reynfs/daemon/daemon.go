@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/reynfs/reynfs/agents"
-	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs"
 	"github.com/reynfs/reynfs/fs/tree"
 	"github.com/reynfs/reynfs/journal"
@@ -37,7 +37,9 @@ type Config struct {
 	Log zerolog.Logger
 	// Progress reports import progress (files, bytes) on a terminal.
 	Progress func(files int, bytes int64)
-	Debug    bool
+	// Warn, if set, shows a warning to whoever runs the mount command.
+	Warn  func(string)
+	Debug bool
 }
 
 // Daemon is one served workspace.
@@ -56,6 +58,7 @@ type Daemon struct {
 	bootNext    uint64 // inode allocation before Live exists (imports)
 	ln          net.Listener
 	handlers    sync.WaitGroup // control requests being answered
+	dirf        *os.File       // the project directory, opened before the mount covers it
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -122,9 +125,13 @@ func Start(cfg Config) (*Daemon, error) {
 // changes made to the directory while it was unmounted.
 func (d *Daemon) prepare() (*tree.Tree, error) {
 	store := d.j.Objects()
+	if err := d.openDir(); err != nil {
+		return nil, err
+	}
+	warnUsers(d.log, d.cfg.Dir, d.cfg.Warn)
 	if d.j.Head() == 0 {
 		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
-		t, err := im.Import(d.cfg.Dir)
+		t, err := im.ImportAt(d.dirf)
 		if err != nil {
 			return nil, err
 		}
@@ -153,9 +160,13 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.bootNext = max(ceil+1, t.MaxIno()+1)
-	im := &rewind.Importer{Store: store, Base: base, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
-	nt, err := im.Import(d.cfg.Dir)
+	pins, err := d.pins()
+	if err != nil {
+		return nil, err
+	}
+	d.bootNext = max(ceil+1, t.MaxIno()+1, base.MaxIno()+1)
+	im := &rewind.Importer{Store: store, Base: base, Pin: pins, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
+	nt, err := im.ImportAt(d.dirf)
 	if err != nil {
 		return nil, err
 	}
@@ -185,52 +196,6 @@ func (d *Daemon) bootAlloc() func() (uint64, error) {
 		d.bootNext++
 		return ino, nil
 	}
-}
-
-func (d *Daemon) dirBase() (*tree.Tree, error) {
-	b, err := d.j.GetMeta(metaDirBase)
-	if err != nil {
-		return nil, err
-	}
-	h, err := cas.Parse(string(b))
-	if err != nil {
-		return nil, fmt.Errorf("store meta %s: %w", metaDirBase, err)
-	}
-	return tree.Load(d.j.Objects(), h)
-}
-
-// redoWriteback finishes a write-back a crash interrupted.
-func (d *Daemon) redoWriteback() error {
-	b, err := d.j.GetMeta(metaWriteback)
-	if err != nil || len(b) == 0 {
-		return err
-	}
-	h, err := cas.Parse(string(b))
-	if err != nil {
-		return fmt.Errorf("store meta %s: %w", metaWriteback, err)
-	}
-	t, err := tree.Load(d.j.Objects(), h)
-	if err != nil {
-		return err
-	}
-	d.log.Info().Str("root", h.Short()).Msg("finishing an interrupted write-back")
-	return d.writeback(t, h)
-}
-
-// writeback brings the project directory from dirbase to t, crash-safely:
-// the target is recorded first, so a crash midway is redone on next mount.
-func (d *Daemon) writeback(t *tree.Tree, root cas.Hash) error {
-	base, err := d.dirBase()
-	if err != nil {
-		return err
-	}
-	if err := d.j.SetMeta(metaWriteback, []byte(root.String())); err != nil {
-		return err
-	}
-	if err := rewind.Export(t, base, d.cfg.Dir); err != nil {
-		return fmt.Errorf("write back %s: %w", d.cfg.Dir, err)
-	}
-	return d.setMetas(metaDirBase, root.String(), metaWriteback, "")
 }
 
 func (d *Daemon) setMetas(kv ...string) error {
@@ -296,6 +261,7 @@ func (d *Daemon) finish() {
 			d.live.Unlock()
 			err = d.writeback(t, g.Root)
 		}
+		d.closeDir()
 		if cerr := d.j.Close(); err == nil {
 			err = cerr
 		}

@@ -25,6 +25,7 @@ func rewindOffline(j *journal.Journal, seq uint64) (*rewind.Result, error) {
 		return nil, fmt.Errorf("%w: the workspace's project directory %s is missing", ErrUsage, dir)
 	}
 	d := &Daemon{cfg: Config{Paths: Paths{Dir: dir, Mountpoint: dir}, Log: zerolog.Nop()}, log: zerolog.Nop(), j: j}
+	defer d.closeDir()
 	if _, err := d.prepare(); err != nil {
 		return nil, err
 	}
