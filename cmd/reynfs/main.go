@@ -22,8 +22,10 @@ func main() {
 	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "usage: ")
-		fmt.Fprintln(os.Stderr, "reynfs: "+strings.Join(strings.Fields(msg), " "))
+		// One line per line of the error (a write-back names one path a line).
+		for _, line := range strings.Split(strings.TrimPrefix(err.Error(), "usage: "), "\n") {
+			fmt.Fprintln(os.Stderr, "reynfs: "+strings.Join(strings.Fields(line), " "))
+		}
 	}
 	os.Exit(exitCode(err))
 }
