@@ -38,6 +38,9 @@ type Config struct {
 	// Progress reports import progress (files, bytes) on a terminal.
 	Progress func(files int, bytes int64)
 	Debug    bool
+	// Ctx, if set, cancels the mount before it is ready (Ctrl-C during a
+	// long import): Start then fails and nothing is mounted.
+	Ctx context.Context
 }
 
 // Daemon is one served workspace.
@@ -88,6 +91,9 @@ func Start(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := d.interrupted(); err != nil {
+		return fail(err)
+	}
 	ceil, err := d.metaUint(metaInoCeil)
 	if err != nil {
 		return fail(err)
@@ -117,13 +123,21 @@ func Start(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
+// interrupted is the error of a start cancelled through cfg.Ctx.
+func (d *Daemon) interrupted() error {
+	if d.cfg.Ctx == nil || d.cfg.Ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("start: %w", context.Cause(d.cfg.Ctx))
+}
+
 // prepare returns the tree to serve: the first import of the project
 // directory, or head, redoing an interrupted write-back and recording
 // changes made to the directory while it was unmounted.
 func (d *Daemon) prepare() (*tree.Tree, error) {
 	store := d.j.Objects()
 	if d.j.Head() == 0 {
-		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
+		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx}
 		t, err := im.Import(d.cfg.Dir)
 		if err != nil {
 			return nil, err
@@ -154,7 +168,7 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		return nil, err
 	}
 	d.bootNext = max(ceil+1, t.MaxIno()+1)
-	im := &rewind.Importer{Store: store, Base: base, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
+	im := &rewind.Importer{Store: store, Base: base, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx}
 	nt, err := im.Import(d.cfg.Dir)
 	if err != nil {
 		return nil, err
