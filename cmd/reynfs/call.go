@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,15 +15,24 @@ import (
 )
 
 // call answers req for the workspace at dir: through its daemon when one
-// runs, else directly on the store (an unmounted workspace).
-func call(o storeOptions, dir string, req daemon.Request) (*daemon.Response, error) {
+// runs, else directly on the store (an unmounted workspace). It never
+// opens a store behind a mount whose daemon died (stale: 'reynfs unmount'
+// cleans it first), nor one that lives inside a reynfs mount (it would
+// read and write the store through that other workspace's daemon).
+func call(ctx context.Context, o storeOptions, dir string, req daemon.Request) (*daemon.Response, error) {
 	store, err := findStore(o, dir)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := daemon.Call(store, req, 10*time.Minute)
+	resp, err := daemon.Call(ctx, store, req, 10*time.Minute)
 	if !errors.Is(err, daemon.ErrNotRunning) {
 		return resp, err
+	}
+	if m, ok := daemon.MountOfStore(store); ok {
+		return nil, daemon.StaleError(m)
+	}
+	if m, ok := daemon.InsideMount(store); ok {
+		return nil, fmt.Errorf("%w: store %s is inside the reynfs mount %s (it overlaps that workspace): refusing to open it through that mount", errUsage, store, m.Point)
 	}
 	if _, serr := os.Stat(daemon.DBPath(store)); serr != nil {
 		return nil, fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)

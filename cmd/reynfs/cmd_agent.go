@@ -45,7 +45,7 @@ NAME' prints the state NAME had saved at X.
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
-			resp, err := call(o, dir, daemon.Request{Op: "agent-save", Label: args[0], Data: data})
+			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "agent-save", Label: args[0], Data: data})
 			if err != nil {
 				return err
 			}
@@ -59,7 +59,7 @@ NAME' prints the state NAME had saved at X.
 		Short: "Print NAME's saved state (now, or at a past point)",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(o, dir, daemon.Request{Op: "agent-show", Label: args[0], Target: at})
+			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "agent-show", Label: args[0], Target: at})
 			if err != nil {
 				return err
 			}
@@ -75,7 +75,7 @@ NAME' prints the state NAME had saved at X.
 		Short: "List the agents with a saved state",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(o, dir, daemon.Request{Op: "agent-list", Target: listAt})
+			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "agent-list", Target: listAt})
 			if err != nil {
 				return err
 			}

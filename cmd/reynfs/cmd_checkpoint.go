@@ -27,7 +27,7 @@ func newCheckpointCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := daemon.Call(store, daemon.Request{Op: "checkpoint", Label: label, Kind: kind}, time.Minute)
+			resp, err := daemon.Call(cmd.Context(), store, daemon.Request{Op: "checkpoint", Label: label, Kind: kind}, time.Minute)
 			if err != nil {
 				return err
 			}

@@ -27,7 +27,7 @@ and the objects nothing retained names. Rewinds to dropped points are refused af
 			if keep < 1 {
 				return fmt.Errorf("%w: gc needs --keep N with N ≥ 1", errUsage)
 			}
-			resp, err := call(o, dir, daemon.Request{Op: "gc", Keep: keep, Dry: dry})
+			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "gc", Keep: keep, Dry: dry})
 			if err != nil {
 				return err
 			}

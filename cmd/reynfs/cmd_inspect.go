@@ -22,7 +22,7 @@ func newDiffCommand() *cobra.Command {
 			if len(args) == 2 {
 				req.Other = args[1]
 			}
-			resp, err := call(o, dir, req)
+			resp, err := call(cmd.Context(), o, dir, req)
 			if err != nil {
 				return err
 			}
@@ -56,7 +56,7 @@ func newShowCommand() *cobra.Command {
 		Long:  "X is a seq, a generation id (g3), -N or a label.\n\n" + exitCodeHelp,
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(o, dir, daemon.Request{Op: "show", Target: args[0]})
+			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "show", Target: args[0]})
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func newExportCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := call(o, dir, daemon.Request{Op: "export", Target: args[0], Dir: dest})
+			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "export", Target: args[0], Dir: dest})
 			if err != nil {
 				return err
 			}

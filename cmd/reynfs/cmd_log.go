@@ -26,7 +26,7 @@ each; --all includes inactive branches (abandoned by rewinds) and lists them.
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(o, dir, daemon.Request{Op: "log", All: all, WAL: wal})
+			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "log", All: all, WAL: wal})
 			if err != nil {
 				return err
 			}

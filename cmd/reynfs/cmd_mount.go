@@ -25,6 +25,7 @@ type mountOptions struct {
 	at, store  string
 	foreground bool
 	readyFd    int
+	newStore   bool // the spawning parent created the store folder
 	debug      bool
 }
 
@@ -36,6 +37,8 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
+	f.BoolVar(&o.newStore, "new-store", false, "")
+	_ = f.MarkHidden("new-store")
 }
 
 func newMountCommand() *cobra.Command {
@@ -46,10 +49,17 @@ func newMountCommand() *cobra.Command {
 		Long: `Mount DIR (over itself unless --at is given). The first mount imports DIR as the
 first generation; later mounts resume at head and record changes made to DIR while it
 was unmounted as a generation of their own. Returns once the mount is ready; the daemon
-keeps running in the background until 'reynfs unmount'.
+keeps running in the background until 'reynfs unmount'. Ctrl-C (or SIGTERM) during
+the import stops it: nothing is mounted, DIR is left as it was, and a first mount
+leaves no store behind (exit 130, or 143).
+
+The store folder is private: one others can write to is refused, one others can
+read is made 0700 (with a line in reynfs.log). The daemon's messages, and any crash
+report, go to reynfs.log in the store.
 
 ` + exitCodeHelp,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args:        usageArgs(cobra.ExactArgs(1)),
+		Annotations: map[string]string{annotationCleansUp: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runMount(cmd.Context(), o, args[0])
 		},
@@ -70,7 +80,7 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	if o.foreground || o.readyFd != 0 {
 		return runDaemon(ctx, o, paths)
 	}
-	return spawnDaemon(o, paths)
+	return spawnDaemon(ctx, o, paths)
 }
 
 // daemonMemoryLimit is the daemon's soft memory limit (GOMEMLIMIT
@@ -85,28 +95,26 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		defer ready.Close()
 	}
 	fail := func(err error) error {
+		err = interrupted(ctx, err)
 		if ready != nil {
 			fmt.Fprintf(ready, "error %s\n", oneLine(err.Error()))
 			fmt.Fprintf(ready, "code %d\n", exitCode(err))
 		}
 		return err
 	}
-	_, statErr := os.Stat(paths.Store)
-	created := errors.Is(statErr, os.ErrNotExist)
-	if err := os.MkdirAll(paths.Store, 0o700); err != nil {
-		return fail(fmt.Errorf("store %s: %w", paths.Store, err))
-	}
-	logf, err := os.OpenFile(daemon.LogPath(paths.Store), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	sd, err := daemon.PrepareStore(paths.Store)
 	if err != nil {
-		return fail(fmt.Errorf("log: %w", err))
+		return fail(err)
 	}
-	defer logf.Close()
-	var w io.Writer = logf
+	defer sd.Log.Close()
+	created := sd.Created || o.newStore
+	var w io.Writer = sd.Log
 	if o.foreground && ready == nil {
-		w = zerolog.MultiLevelWriter(logf, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+		w = zerolog.MultiLevelWriter(sd.Log, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
-	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug}
+	logTightened(log, sd, paths.Store)
+	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx}
 	switch {
 	case ready != nil:
 		cfg.Progress = throttle(func(files int, bytes int64) {
@@ -130,6 +138,13 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		log.Error().Err(err).Msg("mount failed")
 		if created {
 			_ = os.RemoveAll(paths.Store) // a refused first mount leaves nothing behind
+		}
+		if ctx.Err() != nil {
+			what := "nothing mounted, " + paths.Dir + " unchanged"
+			if created {
+				what += ", the new store removed"
+			}
+			err = fmt.Errorf("mount interrupted before it was ready: %s (%w)", what, err)
 		}
 		return fail(err)
 	}
@@ -158,12 +173,22 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 }
 
 // spawnDaemon starts the daemon in the background and waits until it says
-// the mount is ready (or why it is not).
-func spawnDaemon(o mountOptions, paths daemon.Paths) error {
+// the mount is ready (or why it is not). The daemon's stderr is the
+// store's log, so a crash report (a panic, SIGBUS) lands there. The daemon
+// runs in a session of its own, out of reach of the terminal's Ctrl-C, so
+// a signal this process gets before the mount is ready is passed on to it:
+// it stops its import, cleans up and says so on the ready pipe.
+func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
+	sd, err := daemon.PrepareStore(paths.Store)
+	if err != nil {
+		return err
+	}
+	defer sd.Log.Close()
+	logTightened(zerolog.New(sd.Log).With().Timestamp().Logger(), sd, paths.Store)
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
@@ -176,16 +201,31 @@ func spawnDaemon(o mountOptions, paths daemon.Paths) error {
 	if o.debug {
 		args = append(args, "--debug")
 	}
+	if sd.Created {
+		args = append(args, "--new-store")
+	}
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stderr = sd.Log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = "/" // never keep a directory under the mount busy
 	if err := cmd.Start(); err != nil {
 		w.Close()
+		if sd.Created {
+			_ = os.RemoveAll(paths.Store)
+		}
 		return fmt.Errorf("start daemon: %w", err)
 	}
 	w.Close()
-	go func() { _ = cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	forward := context.AfterFunc(ctx, func() {
+		var sc signalCause
+		if errors.As(context.Cause(ctx), &sc) {
+			_ = cmd.Process.Signal(sc.sig)
+		}
+	})
+	defer forward()
 	showProgress := term.IsTerminal(int(os.Stderr.Fd()))
 	var failure string
 	code := exitFailure
@@ -196,6 +236,12 @@ func spawnDaemon(o mountOptions, paths daemon.Paths) error {
 		case line == "ready":
 			if showProgress {
 				fmt.Fprint(os.Stderr, "\r\033[K")
+			}
+			if !forward() {
+				// The signal reached the daemon as it became ready: it
+				// unmounts again; say so once it has.
+				<-exited
+				return interrupted(ctx, fmt.Errorf("mount interrupted as it became ready: unmounted again, %s holds the tree", paths.Dir))
 			}
 			fmt.Printf("mounted %s at %s\n", paths.Dir, paths.Mountpoint)
 			return nil
@@ -213,10 +259,20 @@ func spawnDaemon(o mountOptions, paths daemon.Paths) error {
 			fmt.Sscanf(line, "code %d", &code)
 		}
 	}
+	if showProgress {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
 	if failure == "" {
 		failure = "daemon exited before the mount was ready; see " + daemon.LogPath(paths.Store)
 	}
-	return &codedError{msg: failure, code: code}
+	return interrupted(ctx, &codedError{msg: failure, code: code})
+}
+
+// logTightened says in the log that the store folder was made private.
+func logTightened(log zerolog.Logger, sd *daemon.StoreDir, store string) {
+	if sd.Tightened != 0 {
+		log.Warn().Str("store", store).Str("was", fmt.Sprintf("%04o", sd.Tightened)).Msg("store folder was open to other users; made it private (0700)")
+	}
 }
 
 // codedError carries an exit code decided in the daemon process.

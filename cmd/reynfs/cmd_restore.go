@@ -31,7 +31,7 @@ numbers; hard links inside a restored directory stay links.
 			if err != nil {
 				return err
 			}
-			resp, err := call(storeOptions{}, mount, daemon.Request{Op: "restore", Path: rel, Target: from})
+			resp, err := call(cmd.Context(), storeOptions{}, mount, daemon.Request{Op: "restore", Path: rel, Target: from})
 			if err != nil {
 				return err
 			}

@@ -27,7 +27,7 @@ On an unmounted store the store is rewound and the next mount shows the result.
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(o, dir, daemon.Request{Op: "rewind", Target: args[0], Dry: dry})
+			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "rewind", Target: args[0], Dry: dry})
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,14 +19,19 @@ func newStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [DIR]",
 		Short: "Show the mount, store, head seq, records, objects and store size",
-		Long:  "Show the state of the workspace mounted at DIR (default: around the current directory).\n\n" + exitCodeHelp,
-		Args:  usageArgs(cobra.MaximumNArgs(1)),
+		Long: `Show the state of the workspace mounted at DIR (default: around the current directory).
+Unmounted, it describes the store and exits 5. A mount whose daemon died (killed,
+crashed) is reported as "daemon dead, mount stale" with exit 6: 'reynfs unmount'
+cleans it, and the next mount recovers every acknowledged change from the store.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			return runStatus(o, dir, asJSON)
+			return runStatus(cmd.Context(), o, dir, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
@@ -33,15 +39,18 @@ func newStatusCommand() *cobra.Command {
 	return cmd
 }
 
-func runStatus(o storeOptions, dir string, asJSON bool) error {
+func runStatus(ctx context.Context, o storeOptions, dir string, asJSON bool) error {
 	store, err := findStore(o, dir)
 	if err != nil {
 		return err
 	}
-	resp, err := daemon.Call(store, daemon.Request{Op: "status"}, 30*time.Second)
+	resp, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 30*time.Second)
 	if errors.Is(err, daemon.ErrNotRunning) {
+		if m, ok := daemon.MountOfStore(store); ok {
+			return daemon.StaleError(m) // the store stays closed: the next mount recovers it
+		}
 		// Not mounted: describe the store, and still exit 5 (no daemon).
-		if resp, serr := call(storeOptions{store: store}, dir, daemon.Request{Op: "store-status", Dir: store}); serr == nil {
+		if resp, serr := call(ctx, storeOptions{store: store}, dir, daemon.Request{Op: "store-status", Dir: store}); serr == nil {
 			printStatus(resp.Status, asJSON)
 		}
 		return err

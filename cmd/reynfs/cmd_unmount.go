@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,7 +18,9 @@ func newUnmountCommand() *cobra.Command {
 		Short: "Make everything durable, write the live tree back into DIR and unmount",
 		Long: `Unmount the workspace mounted at DIR (default: the one around the current
 directory). Everything is synced, the live tree is written back into the project
-directory (only what changed is rewritten), and the daemon ends.
+directory (only what changed is rewritten), and the daemon ends. A stale mount,
+whose daemon died, is detached (exit 0, saying so): what the mount had acknowledged
+is in the store, and the next 'reynfs mount' serves it and writes it back later.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
@@ -25,23 +29,35 @@ directory (only what changed is rewritten), and the daemon ends.
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			return runUnmount(o, dir)
+			return runUnmount(cmd.Context(), o, dir)
 		},
 	}
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
 }
 
-func runUnmount(o storeOptions, dir string) error {
+func runUnmount(ctx context.Context, o storeOptions, dir string) error {
 	store, err := findStore(o, dir)
 	if err != nil {
 		return err
 	}
-	st, err := daemon.Call(store, daemon.Request{Op: "status"}, 10*time.Second)
+	st, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 10*time.Second)
+	if errors.Is(err, daemon.ErrNotRunning) {
+		m, ok := daemon.MountOfStore(store)
+		if !ok {
+			return err
+		}
+		what, err := daemon.CleanStale(m)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("cleaned the stale mount at %s: %s; the store %s keeps every acknowledged change (mount again to serve it)\n", m.Point, what, store)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	if _, err := daemon.Call(store, daemon.Request{Op: "unmount"}, 0); err != nil {
+	if _, err := daemon.Call(ctx, store, daemon.Request{Op: "unmount"}, 0); err != nil {
 		return err
 	}
 	fmt.Printf("unmounted %s; %s holds the live tree\n", st.Status.Mountpoint, st.Status.Dir)

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -16,18 +17,108 @@ import (
 var errUsage = errors.New("usage")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes one command line. SIGINT and SIGTERM cancel the command's
+// context: client commands stop waiting for the daemon, `reynfs mount`
+// stops its import and cleans up. The command then exits 130 or 143 (128
+// plus the signal, as shells report it). A command other than mount that
+// has not returned within signalGrace of the signal (blocked on a mount
+// whose daemon is stopped, say) is left behind: the process exits anyway.
+func run(args []string) int {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(signalCause{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
 	root := newRootCommand()
-	root.SetArgs(relativeTargets(os.Args[1:]))
-	err := root.ExecuteContext(ctx)
-	stop()
+	args = relativeTargets(args)
+	root.SetArgs(args)
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		var grace <-chan time.Time
+		if cmd, _, ferr := root.Find(args); ferr != nil || cmd.Annotations[annotationCleansUp] == "" {
+			grace = time.After(signalGrace)
+		}
+		select {
+		case err = <-done:
+		case <-grace:
+			err = errors.New("gave up waiting")
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		err = interrupted(ctx, err)
+	}
 	if err != nil {
 		// One line per line of the error (a write-back names one path a line).
 		for _, line := range strings.Split(strings.TrimPrefix(err.Error(), "usage: "), "\n") {
 			fmt.Fprintln(os.Stderr, "reynfs: "+strings.Join(strings.Fields(line), " "))
 		}
 	}
-	os.Exit(exitCode(err))
+	return exitCode(err)
+}
+
+// signalGrace is how long a command other than mount may take to return
+// after SIGINT or SIGTERM.
+const signalGrace = 2 * time.Second
+
+// annotationCleansUp marks a command that must finish its own cleanup
+// after a signal (mount: stop the import, remove a half-made store,
+// unmount), however long that takes.
+const annotationCleansUp = "reynfs/cleans-up"
+
+// signalCause is the cause of a context cancelled by a signal.
+type signalCause struct{ sig syscall.Signal }
+
+func (s signalCause) Error() string { return "interrupted by " + signalName(s.sig) }
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
+
+// interruptedError is a command's error after a signal cancelled it; it
+// exits with 128 plus the signal's number.
+type interruptedError struct {
+	sig syscall.Signal
+	err error
+}
+
+func (e *interruptedError) Error() string {
+	msg := e.err.Error()
+	if strings.Contains(msg, "interrupted") {
+		return msg
+	}
+	return "interrupted by " + signalName(e.sig) + ": " + msg
+}
+
+func (e *interruptedError) Unwrap() error { return e.err }
+
+// interrupted marks err as the result of the signal that cancelled ctx.
+func interrupted(ctx context.Context, err error) error {
+	var sc signalCause
+	var ie *interruptedError
+	if err == nil || errors.As(err, &ie) || !errors.As(context.Cause(ctx), &sc) {
+		return err
+	}
+	return &interruptedError{sig: sc.sig, err: err}
 }
 
 // relativeTargets lets "-N" (N generations back) be written as a target

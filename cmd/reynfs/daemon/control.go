@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/reynfs/reynfs/agents"
@@ -77,13 +79,25 @@ type Gen struct {
 	Root  string        `json:"root"`
 }
 
+// listen opens the control socket at path, 0600 in a private directory
+// whatever the umask (the directory keeps others out while the mode is
+// set; the peer check in serve keeps them out even where both failed).
 func listen(path string) (net.Listener, error) {
 	if err := ensureSocketDir(path); err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != os.ModeSocket {
+		return nil, fmt.Errorf("%w: control socket %s exists and is not a socket: refusing", ErrUsage, path)
+	}
 	_ = os.Remove(path) // a socket left by a killed daemon; the store lock says we own it
 	ln, err := net.Listen("unix", path)
 	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	// The path is in a directory only we can write: no symlink can have
+	// replaced the socket between the bind and the chmod.
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	return ln, nil
@@ -98,13 +112,37 @@ func (d *Daemon) accept(ln net.Listener) {
 		d.handlers.Add(1)
 		go func() {
 			defer d.handlers.Done()
-			d.handle(c)
+			d.serve(c)
 		}()
 	}
 }
 
-func (d *Daemon) handle(c net.Conn) {
+// serve answers one connection, if its peer is the mount's owner or root
+// (DESIGN invariant 10); anyone else gets one line saying no, and the
+// attempt is logged with who made it.
+func (d *Daemon) serve(c net.Conn) {
 	defer c.Close()
+	owner := uint32(os.Geteuid())
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return
+	}
+	cred, err := peerCred(uc)
+	if err != nil {
+		d.log.Error().Err(err).Msg("control socket: cannot tell who connected; refused")
+		return
+	}
+	if !trusted(cred.Uid, owner) {
+		d.log.Warn().Uint32("uid", cred.Uid).Int32("pid", cred.Pid).Msg("control socket: refused a caller who is neither the mount's owner nor root")
+		resp := &Response{Code: codeDenied, Error: fmt.Sprintf("control socket: uid %d is neither the mount's owner (uid %d) nor root: refused", cred.Uid, owner)}
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = json.NewEncoder(c).Encode(resp)
+		return
+	}
+	d.handle(c)
+}
+
+func (d *Daemon) handle(c net.Conn) {
 	var req Request
 	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
 		return
@@ -205,6 +243,7 @@ const (
 	codeFailure = iota + 1
 	codeUsage
 	codeTarget
+	codeDenied
 )
 
 func codeOf(err error) int {
@@ -213,6 +252,8 @@ func codeOf(err error) int {
 		return codeUsage
 	case errors.Is(err, rewind.ErrTarget):
 		return codeTarget
+	case errors.Is(err, ErrDenied):
+		return codeDenied
 	}
 	return codeFailure
 }
@@ -227,6 +268,8 @@ func ErrorOf(r *Response) error {
 		return fmt.Errorf("%w: %s", ErrUsage, strings.TrimPrefix(r.Error, "usage: "))
 	case codeTarget:
 		return fmt.Errorf("%w: %s", rewind.ErrTarget, strings.TrimPrefix(r.Error, "bad target: "))
+	case codeDenied:
+		return fmt.Errorf("%w: %s", ErrDenied, r.Error)
 	}
 	return errors.New(r.Error)
 }
@@ -253,21 +296,53 @@ func (d *Daemon) Status() (*Status, error) {
 // ErrNotRunning: no daemon answers on the store's control socket.
 var ErrNotRunning = errors.New("no reynfs daemon is serving this store")
 
-// Call sends one request to the daemon of store and returns its answer.
-func Call(store string, req Request, timeout time.Duration) (*Response, error) {
-	c, err := net.DialTimeout("unix", SocketPath(store), 5*time.Second)
-	if err != nil {
+// Call sends one request to the daemon of store and returns its answer. It
+// gives up when ctx ends (Ctrl-C) or after timeout (0: no limit). It talks
+// only to a daemon run by this user or root: a socket in a directory
+// someone else made, or served by someone else, is refused, so a server
+// planted by another user cannot answer in the daemon's place.
+func Call(ctx context.Context, store string, req Request, timeout time.Duration) (*Response, error) {
+	path := SocketPath(store)
+	if err := checkSocketDir(path); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	dialer := net.Dialer{Timeout: 5 * time.Second}
+	nc, err := dialer.DialContext(ctx, "unix", path)
+	switch {
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("control socket: %w", context.Cause(ctx))
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return nil, fmt.Errorf("%w: control socket %s: the daemon belongs to another user", ErrDenied, path)
+	case err != nil:
 		return nil, fmt.Errorf("%w (%s)", ErrNotRunning, store)
 	}
+	c := nc.(*net.UnixConn)
 	defer c.Close()
+	cred, err := peerCred(c)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if me := uint32(os.Geteuid()); !trusted(cred.Uid, me) {
+		return nil, fmt.Errorf("%w: control socket %s is served by uid %d (pid %d), not by you (uid %d) or root: refusing", ErrDenied, path, cred.Uid, cred.Pid, me)
+	}
 	if timeout > 0 {
 		_ = c.SetDeadline(time.Now().Add(timeout))
 	}
-	if err := json.NewEncoder(c).Encode(&req); err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
+	// Ctrl-C: a deadline in the past wakes the read or write below.
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	var resp Response
-	if err := json.NewDecoder(c).Decode(&resp); err != nil {
+	// A daemon that refuses us answers at once and closes, maybe before
+	// the request is written: its answer is still there to read.
+	werr := json.NewEncoder(c).Encode(&req)
+	err = json.NewDecoder(c).Decode(&resp)
+	if err != nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("control socket: %w", context.Cause(ctx))
+		}
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	return &resp, ErrorOf(&resp)

@@ -40,6 +40,9 @@ type Config struct {
 	// Warn, if set, shows a warning to whoever runs the mount command.
 	Warn  func(string)
 	Debug bool
+	// Ctx, if set, cancels the mount before it is ready (Ctrl-C during a
+	// long import): Start then fails and nothing is mounted.
+	Ctx context.Context
 }
 
 // Daemon is one served workspace.
@@ -91,6 +94,9 @@ func Start(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := d.interrupted(); err != nil {
+		return fail(err)
+	}
 	ceil, err := d.metaUint(metaInoCeil)
 	if err != nil {
 		return fail(err)
@@ -120,6 +126,14 @@ func Start(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
+// interrupted is the error of a start cancelled through cfg.Ctx.
+func (d *Daemon) interrupted() error {
+	if d.cfg.Ctx == nil || d.cfg.Ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("start: %w", context.Cause(d.cfg.Ctx))
+}
+
 // prepare returns the tree to serve: the first import of the project
 // directory, or head, redoing an interrupted write-back and recording
 // changes made to the directory while it was unmounted.
@@ -130,7 +144,7 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 	}
 	warnUsers(d.log, d.cfg.Dir, d.cfg.Warn)
 	if d.j.Head() == 0 {
-		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
+		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx}
 		t, err := im.ImportAt(d.dirf)
 		if err != nil {
 			return nil, err
@@ -165,7 +179,7 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		return nil, err
 	}
 	d.bootNext = max(ceil+1, t.MaxIno()+1, base.MaxIno()+1)
-	im := &rewind.Importer{Store: store, Base: base, Pin: pins, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
+	im := &rewind.Importer{Store: store, Base: base, Pin: pins, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx}
 	nt, err := im.ImportAt(d.dirf)
 	if err != nil {
 		return nil, err

@@ -8,13 +8,18 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 )
+
+// FsType is the file-system type of a reynfs mount in /proc/self/mountinfo.
+const FsType = "fuse.reynfs"
 
 // Mount is one line of /proc/self/mountinfo.
 type Mount struct {
 	Point  string
 	FsType string
-	Source string
+	Source string // for a reynfs mount, its store
+	Dev    string // maj:min; the minor names the fusectl connection
 }
 
 // Mounts lists the mounts of this mount namespace.
@@ -40,7 +45,7 @@ func Mounts() ([]Mount, error) {
 		if len(fields) < 5 || sep < 0 || sep+2 >= len(fields) {
 			continue
 		}
-		out = append(out, Mount{Point: unescape(fields[4]), FsType: fields[sep+1], Source: unescape(fields[sep+2])})
+		out = append(out, Mount{Point: unescape(fields[4]), FsType: fields[sep+1], Source: unescape(fields[sep+2]), Dev: fields[2]})
 	}
 	return out, sc.Err()
 }
@@ -109,6 +114,119 @@ func LazyUnmount(point string) error {
 		return nil
 	}
 	out, err := exec.Command("fusermount3", "-u", "-z", point).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("unmount %s: %v: %s", point, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ErrStale: a reynfs mount whose daemon is gone (killed, crashed); every
+// access to it fails with "transport endpoint is not connected".
+var ErrStale = errors.New("daemon dead, mount stale")
+
+// MountOfStore returns the reynfs mount served from store, if any (the
+// store is the mount's source in mountinfo).
+func MountOfStore(store string) (Mount, bool) {
+	ms, err := Mounts()
+	if err != nil {
+		return Mount{}, false
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].FsType == FsType && ms[i].Source == store {
+			return ms[i], true
+		}
+	}
+	return Mount{}, false
+}
+
+// StaleError describes a reynfs mount of store whose daemon does not
+// answer its control socket, and how to clean it.
+func StaleError(m Mount) error {
+	return fmt.Errorf("%w: %s (store %s) has no daemon answering; run 'reynfs unmount %s' to clean it, then mount again: the store keeps every acknowledged change",
+		ErrStale, m.Point, m.Source, m.Point)
+}
+
+// InsideMount returns the reynfs mount that path is in or at, if any. It
+// looks at mountinfo only, never at the path (a stale or stopped mount
+// would answer with an error or not at all).
+func InsideMount(path string) (Mount, bool) {
+	ms, err := Mounts()
+	if err != nil {
+		return Mount{}, false
+	}
+	for _, m := range ms {
+		if m.FsType == FsType && within(path, m.Point) {
+			return m, true
+		}
+	}
+	return Mount{}, false
+}
+
+// CleanStale removes a reynfs mount whose control socket does not answer.
+// It first asks the mount itself, without waiting on it for long: a dead
+// daemon's mount says ENOTCONN and is detached (lazily: processes with a
+// cwd inside keep it until they leave); a mount that does not answer has a
+// hung or stopped daemon, whose FUSE connection is aborted (as root,
+// through fusectl) before the detach; a mount that answers has a live
+// daemon that lost its socket, and a plain unmount lets it write back and
+// exit as usual. It returns what it did, for people.
+func CleanStale(m Mount) (string, error) {
+	probe := make(chan error, 1)
+	go func() {
+		var st syscall.Statfs_t
+		probe <- syscall.Statfs(m.Point, &st)
+	}()
+	select {
+	case err := <-probe:
+		if err == nil {
+			if err := plainUnmount(m.Point); err != nil {
+				return "", err
+			}
+			return "its daemon answered the mount but not its control socket; unmounted normally", nil
+		}
+		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+			return "", fmt.Errorf("unmount %s: statfs: %w", m.Point, err)
+		}
+		if err := LazyUnmount(m.Point); err != nil {
+			return "", err
+		}
+		return "its daemon had died; detached the dead mount", nil
+	case <-time.After(2 * time.Second):
+		aborted := abortConnection(m) == nil
+		if err := LazyUnmount(m.Point); err != nil {
+			return "", err
+		}
+		if aborted {
+			return "its daemon did not answer; aborted its FUSE connection and detached the mount", nil
+		}
+		return "its daemon did not answer; detached the mount (processes blocked on it wait until the daemon ends)", nil
+	}
+}
+
+// abortConnection aborts the FUSE connection of m through fusectl (root).
+func abortConnection(m Mount) error {
+	_, minor, ok := strings.Cut(m.Dev, ":")
+	if !ok || strings.Trim(minor, "0123456789") != "" {
+		return fmt.Errorf("abort %s: device %q", m.Point, m.Dev)
+	}
+	f, err := os.OpenFile("/sys/fs/fuse/connections/"+minor+"/abort", os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("abort %s: %w", m.Point, err)
+	}
+	defer f.Close()
+	_, err = f.WriteString("1")
+	return err
+}
+
+// plainUnmount unmounts point as umount(8) would, without detaching.
+func plainUnmount(point string) error {
+	if os.Geteuid() == 0 {
+		if err := syscall.Unmount(point, 0); err != nil {
+			return fmt.Errorf("unmount %s: %w (is a process still using it?)", point, err)
+		}
+		return nil
+	}
+	out, err := exec.Command("fusermount3", "-u", point).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("unmount %s: %v: %s", point, err, strings.TrimSpace(string(out)))
 	}

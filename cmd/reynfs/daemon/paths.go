@@ -30,46 +30,6 @@ func DefaultStore(dir string) (string, error) {
 	return filepath.Join(base, "reynfs", filepath.Base(dir)+"-"+hex.EncodeToString(sum[:6])), nil
 }
 
-// SocketPath is the control socket of a store's daemon: control.sock in the
-// store, or, where that path is too long for a unix socket address (108
-// bytes on Linux), a name derived from the store under /tmp/reynfs-<uid>.
-func SocketPath(store string) string {
-	p := filepath.Join(store, "control.sock")
-	if len(p) < maxSocketPath {
-		return p
-	}
-	sum := sha256.Sum256([]byte(store))
-	return filepath.Join(shortSocketDir(), hex.EncodeToString(sum[:10])+".sock")
-}
-
-// maxSocketPath leaves room for the NUL in sockaddr_un.sun_path[108].
-const maxSocketPath = 104
-
-func shortSocketDir() string { return fmt.Sprintf("/tmp/reynfs-%d", os.Getuid()) }
-
-// ensureSocketDir creates the directory of a socket outside the store,
-// private to this user.
-func ensureSocketDir(sock string) error {
-	dir := filepath.Dir(sock)
-	if dir != shortSocketDir() {
-		return nil
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("%s is not a private directory", dir)
-	}
-	return nil
-}
-
-// LogPath is the daemon's log file.
-func LogPath(store string) string { return filepath.Join(store, "reynfs.log") }
-
 // within reports whether path is dir or below it.
 func within(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
@@ -103,9 +63,7 @@ func Resolve(dir, at, store string) (Paths, error) {
 	if p.Store, err = filepath.Abs(store); err != nil {
 		return p, fmt.Errorf("store %s: %w", store, err)
 	}
-	if s, err := filepath.EvalSymlinks(p.Store); err == nil {
-		p.Store = s
-	}
+	p.Store = resolveExisting(p.Store)
 	for _, d := range []string{p.Dir, p.Mountpoint} {
 		if within(p.Store, d) || within(d, p.Store) {
 			return p, fmt.Errorf("%w: store %s overlaps %s; put the store outside the project and the mount", ErrUsage, p.Store, d)
@@ -114,16 +72,61 @@ func Resolve(dir, at, store string) (Paths, error) {
 	if fi, err := os.Stat(p.Store); err == nil && !fi.IsDir() {
 		return p, fmt.Errorf("%w: store %s is a file, not a store folder", ErrUsage, p.Store)
 	}
-	ms, _ := Mounts()
-	for _, m := range ms {
-		if m.FsType == "fuse.reynfs" && within(p.Store, m.Point) {
-			return p, fmt.Errorf("%w: store %s is inside the reynfs mount %s; put it outside every workspace", ErrUsage, p.Store, m.Point)
-		}
-	}
 	if at != "" && (within(p.Mountpoint, p.Dir) || within(p.Dir, p.Mountpoint)) {
 		return p, fmt.Errorf("%w: mountpoint %s overlaps project %s", ErrUsage, p.Mountpoint, p.Dir)
 	}
-	return p, nil
+	ms, err := Mounts()
+	if err != nil {
+		return p, fmt.Errorf("mounts: %w", err)
+	}
+	return p, p.overlapsMounts(ms)
+}
+
+// overlapsMounts refuses paths that overlap a reynfs mount or its store
+// (restic refuses to mount over its own data: a daemon serving a tree that
+// contains, or is served from, another daemon's mount or store journals
+// the other's writes and neither can unmount). The same mountpoint, and the
+// same store, are left to the checks that say "already mounted" and "in
+// use".
+func (p Paths) overlapsMounts(ms []Mount) error {
+	for _, m := range ms {
+		if m.FsType != FsType {
+			continue
+		}
+		if within(p.Store, m.Point) {
+			return fmt.Errorf("%w: store %s is inside the reynfs mount %s (it overlaps that workspace); put it outside every workspace", ErrUsage, p.Store, m.Point)
+		}
+		if within(p.Dir, m.Point) && !(p.Dir == m.Point && p.Mountpoint == m.Point) {
+			return fmt.Errorf("%w: project %s overlaps the reynfs mount %s: mounting inside a workspace is refused", ErrUsage, p.Dir, m.Point)
+		}
+		if within(p.Mountpoint, m.Point) && p.Mountpoint != m.Point {
+			return fmt.Errorf("%w: mountpoint %s overlaps the reynfs mount %s: mounting inside a workspace is refused", ErrUsage, p.Mountpoint, m.Point)
+		}
+		if m.Source == p.Store || !filepath.IsAbs(m.Source) {
+			continue
+		}
+		for _, d := range []string{p.Dir, p.Mountpoint, p.Store} {
+			if within(d, m.Source) || within(m.Source, d) {
+				return fmt.Errorf("%w: %s overlaps %s, the live store of the reynfs mount %s; keep workspaces and stores apart", ErrUsage, d, m.Source, m.Point)
+			}
+		}
+	}
+	return nil
+}
+
+// resolveExisting resolves the symlinks in the part of path that exists,
+// so that a store named through a symlink is checked where it really is.
+func resolveExisting(path string) string {
+	rest := ""
+	for p := path; ; p = filepath.Dir(p) {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if p == "/" || p == "." {
+			return path
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
 }
 
 func realDir(dir string) (string, error) {
