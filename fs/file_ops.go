@@ -11,11 +11,12 @@ import (
 
 // handle is an open file or directory. epoch is the live tree's swap count
 // when it was opened: after a rewind the handle belongs to the discarded
-// future and every write through it fails with ESTALE.
+// future and every write through it fails with ESTALE. The live tree
+// compares it under its lock (tree.Epoch); stale here only spares a flush.
 type handle struct {
 	f         *FS
 	ino       uint64
-	epoch     uint64
+	epoch     tree.Epoch
 	appending bool
 	dir       []tree.Dirent // directory snapshot taken at opendir
 	parent    uint64
@@ -115,10 +116,10 @@ func (f *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResu
 
 func (f *FS) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	h := f.handle(in.Fh)
-	if h == nil || h.stale() {
+	if h == nil {
 		return 0, fuse.Status(syscall.ESTALE)
 	}
-	n, err := f.live.WriteAt(f.caller(&in.InHeader), in.NodeId, data, in.Offset, h.appending)
+	n, err := f.live.WriteAt(f.caller(&in.InHeader), in.NodeId, h.epoch, data, in.Offset, h.appending)
 	if err != nil {
 		return 0, f.status("write", err)
 	}
@@ -159,18 +160,20 @@ func (f *FS) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 	if isView(in.NodeId) {
 		return fuse.EROFS
 	}
-	if h := f.handle(in.Fh); h == nil || h.stale() {
+	h := f.handle(in.Fh)
+	if h == nil {
 		return fuse.Status(syscall.ESTALE)
 	}
-	err := f.live.Fallocate(f.caller(&in.InHeader), in.NodeId, in.Mode, in.Offset, in.Length)
+	err := f.live.Fallocate(f.caller(&in.InHeader), in.NodeId, h.epoch, in.Mode, in.Offset, in.Length)
 	return f.status("fallocate", err)
 }
 
 func (f *FS) CopyFileRange(_ <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
-	if h := f.handle(in.FhOut); h == nil || h.stale() {
+	h := f.handle(in.FhOut)
+	if h == nil {
 		return 0, fuse.Status(syscall.ESTALE)
 	}
-	n, err := f.live.CopyRange(f.caller(&in.InHeader), in.NodeId, in.OffIn, in.NodeIdOut, in.OffOut, in.Len)
+	n, err := f.live.CopyRange(f.caller(&in.InHeader), in.NodeId, in.OffIn, in.NodeIdOut, h.epoch, in.OffOut, in.Len)
 	if err != nil {
 		return 0, f.status("copy_file_range", err)
 	}

@@ -83,8 +83,8 @@ func (f *FS) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) f
 		sa.Mtime = t.UnixNano()
 	}
 	if s, ok := in.GetSize(); ok {
-		if hd := f.handle(in.Fh); in.Valid&fuse.FATTR_FH != 0 && hd != nil && hd.stale() {
-			return fuse.Status(syscall.ESTALE)
+		if hd := f.handle(in.Fh); in.Valid&fuse.FATTR_FH != 0 && hd != nil {
+			sa.Epoch = hd.epoch // ftruncate: checked under the live lock
 		}
 		sa.Valid |= tree.SetSize
 		sa.Size = s

@@ -42,6 +42,7 @@ type FS struct {
 
 	storeDir   string
 	mountpoint string
+	conn       uint64 // the kernel's FUSE connection (fusectl.go)
 	views      *views
 
 	mu      sync.Mutex
@@ -82,6 +83,10 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 	f.server = srv
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
+		_ = srv.Unmount()
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	if err := f.watch(); err != nil {
 		_ = srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}

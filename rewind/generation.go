@@ -44,27 +44,29 @@ func genKey(seq uint64) []byte {
 // throughout, so the cut is consistent: every record up to its seq and
 // none after, for the tree and the agent states alike.
 func (rw *Rewinder) Cut(kind, label string) (*journal.Record, error) {
-	j, live := rw.J, rw.Live
 	if err := rw.writeBack(); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
-	live.Lock()
-	r, err := rw.cutLocked(kind, label)
-	live.Unlock()
+	var r *journal.Record
+	err := rw.exclusive(func(x locked) (Invalidations, error) {
+		var err error
+		r, err = x.cut(kind, label)
+		return Invalidations{}, err // a cut changes nothing the kernel caches
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := j.Sync(); err != nil {
+	if err := rw.J.Sync(); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
-	if err := indexGeneration(j, r.Seq); err != nil {
+	if err := indexGeneration(rw.J, r.Seq); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (rw *Rewinder) cutLocked(kind, label string) (*journal.Record, error) {
-	live := rw.Live
+func (x locked) cut(kind, label string) (*journal.Record, error) {
+	live := x.live
 	if err := live.FlushAllLocked(tree.Caller{}); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
@@ -73,8 +75,8 @@ func (rw *Rewinder) cutLocked(kind, label string) (*journal.Record, error) {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
 	r := &journal.Record{Op: journal.OpGeneration, Time: time.Now().UnixNano(),
-		GenKind: kind, Label: label, Root: root, NextIno: live.NextInoLocked(), Agents: rw.agents().Refs()}
-	rw.J.Enqueue(r, blobs)
+		GenKind: kind, Label: label, Root: root, NextIno: live.NextInoLocked(), Agents: x.agents.Refs()}
+	x.j.Enqueue(r, blobs)
 	return r, nil
 }
 

@@ -30,7 +30,7 @@ func touch(b *testing.B, s *benchStore, rw *Rewinder, n, round int) {
 		if _, err := rw.Live.SetAttr(c, ino, tree.SetAttrIn{Valid: tree.SetSize}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := rw.Live.WriteAt(c, ino, data, 0, false); err != nil {
+		if _, err := rw.Live.WriteAt(c, ino, tree.NoHandle, data, 0, false); err != nil {
 			b.Fatal(err)
 		}
 	}

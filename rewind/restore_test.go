@@ -33,7 +33,7 @@ func TestRestore(t *testing.T) {
 		if _, err := w.live.SetAttr(c, st.Ino, tree.SetAttrIn{Valid: tree.SetSize}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.live.WriteAt(c, st.Ino, []byte(data), 0, false); err != nil {
+		if _, err := w.live.WriteAt(c, st.Ino, tree.NoHandle, []byte(data), 0, false); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.live.Flush(c, st.Ino); err != nil {

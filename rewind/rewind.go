@@ -15,7 +15,8 @@ import (
 
 // Invalidator is what a rewind needs of the mounted file system: telling
 // the kernel to drop cached attributes, pages and directory entries. It is
-// called after the swap, outside every lock and every FUSE handler.
+// called after the swap, outside every lock and every FUSE handler: the
+// code that runs under the live lock (type locked) has no Invalidator.
 type Invalidator interface {
 	InvalidateInode(ino uint64)
 	InvalidateEntry(parent uint64, name string)
@@ -32,8 +33,9 @@ type Result struct {
 	Changes []Change      `json:"changes"`
 	Summary Summary       `json:"summary"`
 	Took    time.Duration `json:"took_ns"`
-	// Phases says where the time went (flush, root, reconstruct, diff,
-	// reset, swap, index, invalidate), for people tuning it.
+	// Phases says where the time went (writeback, flush, root,
+	// reconstruct, diff, reset, swap, index, invalidate), for people
+	// tuning it.
 	Phases []Phase `json:"phases,omitempty"`
 }
 
@@ -74,15 +76,15 @@ func (rw *Rewinder) agents() *agents.Registry {
 // buffered writes, appends and syncs the reset record {target, supersedes}
 // before anything else changes, moves the live tree to the target in place
 // (Graft: only what differs is touched), cuts a generation of kind rewind,
-// and then invalidates the kernel's caches of what changed. Open handles
-// from before become stale. A dry run computes the same on a copy.
+// and then, with the live lock released, invalidates the kernel's caches of
+// what changed. Open handles from before become stale. A dry run computes
+// the same on a copy.
 func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	if !rw.mu.TryLock() {
 		return nil, fmt.Errorf("%w: another rewind is running", ErrTarget)
 	}
 	defer rw.mu.Unlock()
 	start := time.Now()
-	j, live := rw.J, rw.Live
 	res := &Result{Target: target}
 	last := start
 	lap := func(name string) {
@@ -94,64 +96,105 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	if err := rw.writeBack(); err != nil {
 		return nil, err
 	}
-	live.Lock()
-	defer live.Unlock()
-	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
+	lap("writeback")
+	err := rw.exclusive(func(x locked) (Invalidations, error) { return x.rewind(res, target, dry, lap) })
+	if err != nil {
 		return nil, err
 	}
+	if !dry {
+		lap("invalidate")
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// locked is the part of the Rewinder that runs under the live tree's
+// lock: the journal, the live tree and the agents' states, and no
+// Invalidator. A kernel notification sent under that lock can wait for a
+// FUSE handler that waits for the lock (invalidating a page of a shared
+// writable mapping makes the kernel write it back first, and the WRITE
+// needs the live tree), and the mount hangs (invariant 12). So code here
+// cannot send one: it returns the Invalidations, and exclusive sends them
+// once the lock is released.
+type locked struct {
+	j      *journal.Journal
+	live   *tree.Live
+	agents *agents.Registry
+}
+
+// exclusive runs fn with the live tree locked, then unlocks and sends the
+// invalidations fn returned, also those of a rewind that failed after its
+// swap.
+func (rw *Rewinder) exclusive(fn func(x locked) (Invalidations, error)) error {
+	x := locked{j: rw.J, live: rw.Live, agents: rw.agents()}
+	inv, err := func() (Invalidations, error) {
+		x.live.Lock()
+		defer x.live.Unlock()
+		return fn(x)
+	}()
+	rw.send(inv)
+	return err
+}
+
+// rewind is Rewind's exclusive section; see Rewind.
+func (x locked) rewind(res *Result, target uint64, dry bool, lap func(string)) (Invalidations, error) {
+	j, live := x.j, x.live
+	var none Invalidations
+	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
+		return none, err
+	}
 	if err := j.Sync(); err != nil { // replay reads committed records only
-		return nil, err
+		return none, err
 	}
 	lap("flush")
 	t := live.Tree()
 	oldRoot, oldBlobs, err := t.Root()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	lap("root")
 	if dry {
 		// Root hands out the live tree's new objects once: keep them, or
 		// the next generation would name objects nobody stored.
 		if err := StoreBlobs(j.Objects(), oldBlobs); err != nil {
-			return nil, err
+			return none, err
 		}
 		nt, err := ReconstructFrom(j, target, t)
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		newRoot, newBlobs, err := nt.Root()
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		lap("reconstruct")
 		changes, err := DiffRoots(NewOverlay(j.Objects(), newBlobs), oldRoot, newRoot)
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		res.setChanges(changes, newRoot)
 		lap("diff")
-		res.Took = time.Since(start)
-		return res, nil
+		return none, nil
 	}
 
 	// Everything that can refuse the target, before the reset record.
 	plan, err := planReplay(j, target)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	states, err := AgentStates(j, target)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	path, err := j.Path()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	now := time.Now().UnixNano()
 	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
 	j.Enqueue(reset, oldBlobs) // the abandoned state's objects stay reachable
 	if err := j.Sync(); err != nil {
-		return nil, fmt.Errorf("rewind: reset record: %w", err)
+		return none, fmt.Errorf("rewind: reset record: %w", err)
 	}
 	res.Reset = reset.Seq
 	lap("reset")
@@ -159,20 +202,20 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 
 	// The reset is durable: from here the workspace is the target state,
 	// whatever happens to this process.
-	if t, err = rw.moveTo(t, plan); err != nil {
+	if t, err = x.moveTo(t, plan); err != nil {
 		live.FailLocked(err)
-		return nil, fmt.Errorf("rewind: %w (the reset record is durable: remount to serve the target)", err)
+		return none, fmt.Errorf("rewind: %w (the reset record is durable: remount to serve the target)", err)
 	}
 	newRoot, newBlobs, err := t.Root()
 	if err != nil {
 		live.FailLocked(err)
-		return nil, err
+		return none, err
 	}
 	lap("reconstruct")
 	changes, err := DiffRoots(NewOverlay(j.Objects(), newBlobs), oldRoot, newRoot)
 	if err != nil {
 		live.FailLocked(err)
-		return nil, err
+		return none, err
 	}
 	res.setChanges(changes, newRoot)
 	lap("diff")
@@ -182,35 +225,33 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	j.Enqueue(g, newBlobs)
 	fault("mid-swap")
 	live.Swap(t)
-	rw.agents().Reset(states)
+	x.agents.Reset(states)
+	inv := invalidations(changes) // from here the kernel's caches are wrong
 	if err := j.Sync(); err != nil {
-		return nil, fmt.Errorf("rewind: %w", err)
+		return inv, fmt.Errorf("rewind: %w", err)
 	}
 	lap("swap")
 	fault("after-swap")
 	if err := indexGeneration(j, g.Seq); err != nil {
-		return nil, err
+		return inv, err
 	}
 	lap("index")
-	rw.invalidate(changes)
-	lap("invalidate")
-	res.Took = time.Since(start)
-	return res, nil
+	return inv, nil
 }
 
 // moveTo turns the live tree t into the planned state in place: a graft
 // to the plan's generation, then the replay. If that fails midway, the
 // tree is rebuilt from the store instead.
-func (rw *Rewinder) moveTo(t *tree.Tree, plan *replayPlan) (*tree.Tree, error) {
+func (x locked) moveTo(t *tree.Tree, plan *replayPlan) (*tree.Tree, error) {
 	t.OnDrop = nil // nodes the move drops are not unlinked files; Swap sets it again
 	err := t.Graft(plan.root)
 	if err == nil {
-		err = plan.replay(rw.J, t)
+		err = plan.replay(x.j, t)
 	}
 	if err == nil {
 		return t, nil
 	}
-	nt, rerr := Reconstruct(rw.J, plan.x)
+	nt, rerr := Reconstruct(x.j, plan.x)
 	if rerr != nil {
 		return nil, fmt.Errorf("%v; rebuilding it: %w", err, rerr)
 	}
@@ -233,17 +274,45 @@ func (rw *Rewinder) writeBack() error {
 	return rw.Inv.WriteBack()
 }
 
-func (rw *Rewinder) invalidate(cs []Change) {
+// Invalidations are the kernel caches a swap made wrong: directory
+// entries (parent, name) and inodes. Only exclusive's caller side sends
+// them, after the live lock is released; see locked.
+type Invalidations struct {
+	entries []entryRef
+	inodes  []uint64
+}
+
+type entryRef struct {
+	parent uint64
+	name   string
+}
+
+// invalidations lists what the changes of a swap leave stale in the
+// kernel: each changed entry and inode, and the root's attributes.
+func invalidations(cs []Change) Invalidations {
+	var inv Invalidations
+	for _, c := range cs {
+		if c.entry {
+			inv.entries = append(inv.entries, entryRef{c.par, c.name})
+		}
+		inv.inodes = append(inv.inodes, c.Ino)
+	}
+	inv.inodes = append(inv.inodes, tree.RootIno)
+	return inv
+}
+
+// send hands inv to the kernel. It must run with no lock a FUSE handler
+// needs held, which is why only exclusive calls it, after unlocking.
+func (rw *Rewinder) send(inv Invalidations) {
 	if rw.Inv == nil {
 		return
 	}
-	for _, c := range cs {
-		if c.entry {
-			rw.Inv.InvalidateEntry(c.par, c.name)
-		}
-		rw.Inv.InvalidateInode(c.Ino)
+	for _, e := range inv.entries {
+		rw.Inv.InvalidateEntry(e.parent, e.name)
 	}
-	rw.Inv.InvalidateInode(tree.RootIno)
+	for _, ino := range inv.inodes {
+		rw.Inv.InvalidateInode(ino)
+	}
 }
 
 // StoreBlobs puts blobs into s. Tree.Root hands out each new object once:

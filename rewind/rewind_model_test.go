@@ -210,7 +210,7 @@ func (w *workspace) step(rng *rand.Rand, i int) string {
 		if rng.IntN(2) == 0 {
 			off = st.Size // append
 		}
-		if _, err := w.live.WriteAt(c, st.Ino, data, off, false); err != nil {
+		if _, err := w.live.WriteAt(c, st.Ino, tree.NoHandle, data, off, false); err != nil {
 			panic(err)
 		}
 		if err := w.live.Flush(c, st.Ino); err != nil {

@@ -55,8 +55,8 @@ type Live struct {
 	dirty   map[uint64]*Node // files with pending data
 	pending int              // bytes in pending buffers
 
-	epoch  uint64 // counts swaps; a handle opened before one is stale
-	failed error  // first journal failure: every later mutation fails
+	epoch  Epoch // counts swaps; a handle opened before one is stale
+	failed error // first journal failure: every later mutation fails
 	now    func() int64
 }
 
@@ -78,8 +78,8 @@ func NewLive(t *Tree, j Journal, nextIno, ceil uint64, reserve func(uint64) erro
 	l := &Live{
 		t: t, j: j, nextIno: nextIno, inoCeil: ceil, reserve: reserve,
 		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{},
-		refs: map[uint64]uint64{},
-		now:  func() int64 { return time.Now().UnixNano() },
+		refs: map[uint64]uint64{}, epoch: NoHandle + 1,
+		now: func() int64 { return time.Now().UnixNano() },
 	}
 	l.stage = newStaging(t.store)
 	l.adopt(t)
@@ -124,12 +124,34 @@ func (l *Live) onDrop(n *Node) {
 	}
 }
 
-// Epoch counts the swaps so far; handles remember it to refuse writes
-// into a tree swapped in after they were opened.
-func (l *Live) Epoch() uint64 {
+// Epoch counts the swaps of the served tree. A handle remembers the epoch
+// it was opened in and hands it to every write through it (WriteAt,
+// Fallocate, CopyRange, SetAttr by handle): once a rewind has swapped the
+// tree, the write belongs to the discarded future and fails with ErrStale.
+// The comparison runs under l.mu, the lock Swap holds too, so no write can
+// pass the check and then land in the tree swapped in after it
+// (invariant 5). A check before taking the lock would leave that window.
+type Epoch uint64
+
+// NoHandle is the epoch of a change that did not come through an open
+// handle (truncate(2) by path, reynfs's own tools): it is never stale.
+// It is the zero value, so the live tree counts its epochs from 1.
+const NoHandle Epoch = 0
+
+// Epoch returns the current epoch, for a handle being opened.
+func (l *Live) Epoch() Epoch {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.epoch
+}
+
+// handleNode is node for a request through a handle opened in epoch e.
+// Caller holds l.mu (read or write).
+func (l *Live) handleNode(ino uint64, e Epoch) (*Node, error) {
+	if e != NoHandle && e != l.epoch {
+		return nil, ErrStale
+	}
+	return l.node(ino)
 }
 
 // node returns inode ino, also when it is unlinked but still open.

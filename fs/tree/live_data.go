@@ -21,13 +21,14 @@ func (l *Live) ReadAt(ino uint64, p []byte, off uint64) (int, error) {
 // journaled once it is large (FileFlushBytes), on fsync, on close, and by
 // the periodic FlushAll.
 // With appending set, off is ignored and p goes to the end of the file.
-func (l *Live) WriteAt(c Caller, ino uint64, p []byte, off uint64, appending bool) (int, error) {
+// e is the epoch of the handle written through (see Epoch).
+func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appending bool) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.failed != nil {
 		return 0, l.failed
 	}
-	n, err := l.node(ino)
+	n, err := l.handleNode(ino, e)
 	if err != nil {
 		return 0, err
 	}
@@ -62,11 +63,11 @@ const (
 )
 
 // Fallocate preallocates (grows the size unless KEEP_SIZE), punches holes
-// or zeroes a range.
-func (l *Live) Fallocate(c Caller, ino uint64, mode uint32, off, length uint64) error {
+// or zeroes a range, through a handle opened in epoch e.
+func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, err := l.node(ino)
+	n, err := l.handleNode(ino, e)
 	if err != nil {
 		return err
 	}
@@ -95,15 +96,16 @@ func (l *Live) Fallocate(c Caller, ino uint64, mode uint32, off, length uint64) 
 }
 
 // CopyRange copies length bytes from one file to another (copy_file_range)
-// through the write buffer.
-func (l *Live) CopyRange(c Caller, src uint64, srcOff uint64, dst uint64, dstOff, length uint64) (int, error) {
+// through the write buffer; dstEpoch is the epoch of the handle written
+// through (see Epoch).
+func (l *Live) CopyRange(c Caller, src uint64, srcOff uint64, dst uint64, dstEpoch Epoch, dstOff, length uint64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	in, err := l.node(src)
 	if err != nil {
 		return 0, err
 	}
-	out, err := l.node(dst)
+	out, err := l.handleNode(dst, dstEpoch)
 	if err != nil {
 		return 0, err
 	}

@@ -59,6 +59,10 @@ type SetAttrIn struct {
 	Uid, Gid     uint32
 	Size         uint64
 	Atime, Mtime int64
+	// Epoch is the epoch of the handle a size change came through
+	// (ftruncate), checked under the lock like a write's; NoHandle for
+	// truncate(2) by path (the zero value).
+	Epoch Epoch
 }
 
 // SetSize asks SetAttr to truncate (beside journal's Set* bits).
@@ -69,7 +73,7 @@ const SetSize = 1 << 16
 func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, err := l.node(ino)
+	n, err := l.handleNode(ino, in.Epoch)
 	if err != nil {
 		return Stat{}, err
 	}

@@ -61,7 +61,7 @@ func TestLiveUnlinkedStaysWhileReferenced(t *testing.T) {
 	if _, err := l.GetAttr(st.Ino); err != nil {
 		t.Fatalf("getattr while still open: %v", err)
 	}
-	if _, err := l.WriteAt(testCaller, st.Ino, []byte("still here"), 0, false); err != nil {
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, []byte("still here"), 0, false); err != nil {
 		t.Fatalf("write while still open: %v", err)
 	}
 	buf := make([]byte, 20)
@@ -109,10 +109,10 @@ func TestLiveFsyncJournalsBufferedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("0123456789abcdef"), 10000) // 160 KB, 3 chunks
-	if _, err := l.WriteAt(testCaller, st.Ino, data, 0, false); err != nil {
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, data, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.WriteAt(testCaller, st.Ino, []byte("tail"), 0, true); err != nil { // O_APPEND
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, []byte("tail"), 0, true); err != nil { // O_APPEND
 		t.Fatal(err)
 	}
 	want := append(bytes.Clone(data), "tail"...)
@@ -153,7 +153,7 @@ func TestLiveUnlinkKeepsBufferedWrites(t *testing.T) {
 	if _, err := l.Open(st.Ino); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.WriteAt(testCaller, st.Ino, []byte("buffered"), 0, false); err != nil {
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, []byte("buffered"), 0, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Create(testCaller, RootIno, "g", syscall.S_IFREG|0o644, 0); err != nil {

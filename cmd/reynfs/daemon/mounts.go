@@ -84,6 +84,7 @@ func ClearDeadMount(point string) error {
 	if !dead(point) {
 		return fmt.Errorf("%w: %s is already mounted (%s from %s); unmount it first", ErrUsage, point, m.FsType, m.Source)
 	}
+	_ = AbortConnection(point) // release whatever still waits on the dead connection (abort.go)
 	return LazyUnmount(point)
 }
 

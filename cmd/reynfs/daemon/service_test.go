@@ -52,7 +52,7 @@ func TestDiffThenRewind(t *testing.T) {
 		if _, err := s.Live.SetAttr(c, st.Ino, tree.SetAttrIn{Valid: tree.SetSize}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Live.WriteAt(c, st.Ino, []byte(data), 0, false); err != nil {
+		if _, err := s.Live.WriteAt(c, st.Ino, tree.NoHandle, []byte(data), 0, false); err != nil {
 			t.Fatal(err)
 		}
 	}
