@@ -43,6 +43,8 @@ func runStatus(o storeOptions, dir string, asJSON bool) error {
 		// Not mounted: describe the store, and still exit 5 (no daemon).
 		if resp, serr := call(storeOptions{store: store}, dir, daemon.Request{Op: "store-status", Dir: store}); serr == nil {
 			printStatus(resp.Status, asJSON)
+		} else if exitCode(serr) == exitStore {
+			return serr // a damaged store says so, not "not running"
 		}
 		return err
 	}

@@ -11,15 +11,17 @@ import (
 // Exit codes, one table for every command (documented in the root help).
 const (
 	exitOK       = 0
-	exitFailure  = 1 // the operation failed
-	exitUsage    = 2 // bad input: arguments, paths, overlapping store or mount
-	exitLocked   = 3 // the store is in use by another daemon
-	exitStore    = 4 // the store is corrupt or of another format version
-	exitNoDaemon = 5 // no daemon serves the store
+	exitFailure  = 1  // the operation failed
+	exitUsage    = 2  // bad input: arguments, paths, overlapping store or mount
+	exitLocked   = 3  // the store is in use by another daemon
+	exitStore    = 4  // the store is corrupt or of another format version
+	exitNoDaemon = 5  // no daemon serves the store
+	exitInternal = 70 // a bug: reynfs panicked (the trace is in the file the message names)
 )
 
 const exitCodeHelp = `Exit codes: 0 ok, 1 failure, 2 bad input, 3 store locked by another daemon,
-4 store corrupt or of another format version, 5 no daemon running for the store.`
+4 store corrupt or of another format version, 5 no daemon running for the store,
+70 internal error (a bug; the message names the file holding the trace).`
 
 func exitCode(err error) int {
 	var coded *codedError

@@ -19,7 +19,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root := newRootCommand()
 	root.SetArgs(relativeTargets(os.Args[1:]))
-	err := root.ExecuteContext(ctx)
+	err := guard(func() error { return root.ExecuteContext(ctx) })
 	stop()
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "usage: ")
@@ -61,7 +61,7 @@ journal record with a global sequence number and all content is stored once, by 
 		return fmt.Errorf("%w: %v", errUsage, err)
 	})
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
-		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand())
+		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand())
 	return root
 }
 

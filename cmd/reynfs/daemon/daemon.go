@@ -123,6 +123,9 @@ func Start(cfg Config) (*Daemon, error) {
 func (d *Daemon) prepare() (*tree.Tree, error) {
 	store := d.j.Objects()
 	if d.j.Head() == 0 {
+		if d.j.HadHistory() { // never re-import a store that lost its history as a new timeline
+			return nil, fmt.Errorf("%w: store lost acknowledged history: its manifest records synced history but the journal is empty; refusing to import %s as a new timeline", journal.ErrCorrupt, d.cfg.Dir)
+		}
 		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress}
 		t, err := im.Import(d.cfg.Dir)
 		if err != nil {
