@@ -181,7 +181,7 @@ func (j *Journal) Sync() error {
 		}
 		s.running = true
 		j.mu.Lock()
-		covers, failed := j.committed, j.err
+		covers, failed, seq := j.committed, j.err, j.durable.Load()
 		j.mu.Unlock()
 		if failed != nil {
 			s.running = false
@@ -201,6 +201,7 @@ func (j *Journal) Sync() error {
 			return fmt.Errorf("sync: %w", err)
 		}
 		s.synced = max(s.synced, covers)
+		j.markDurable(seq) // the store manifest's durable marks
 	}
 	return nil
 }

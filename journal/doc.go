@@ -15,6 +15,7 @@
 //	"m/format"              store format version, decimal "1"  journal
 //	"m/seq"                 highest seq committed (8 B, BE)    journal
 //	"m/k/" + name           daemon bookkeeping (Get/SetMeta)   journal
+//	"m/id"                  random store id (hex)              journal
 //	'o' + hash (32 B)       object bytes                       cas
 //	"!badger!..."           Badger's own                       Badger
 //
@@ -72,4 +73,44 @@
 // Sync), on every generation cut and after every reset record (rewind/
 // calls Sync), on SetMeta and on Close. A power loss keeps everything
 // committed before the last completed Sync and may lose what came after.
+//
+// # Damage
+//
+// Badger alone cannot tell a torn tail from lost history, and opened
+// writable it truncates every memtable WAL (*.mem) and its newest value
+// log (*.vlog) at the first entry that fails to parse or match its CRC,
+// destroying intact entries after it. Opened read-only it refuses any
+// store a crash left unclosed (ErrTruncateNeeded: the preallocated WAL is
+// longer than its entries), and a truncated table (.sst) makes it panic
+// in a goroutine of its own, where no recover reaches. So Open does this:
+//
+//   - The store manifest, a small file beside the Badger directory
+//     (ManifestPath: dir + ".manifest"), holds the format version, the
+//     store id (also under "m/id" in Badger), the highest synced seq and
+//     the seq of the newest synced generation. Sync rewrites it after
+//     every db.Sync (temp file O_EXCL, fsync, rename, fsync of the
+//     directory; read with O_NOFOLLOW). It only ever claims what a
+//     completed sync made durable, so a power cut never makes it lie.
+//   - Before Badger touches an existing store, scanLogs replays each WAL
+//     and the newest value log as Badger would and refuses (ErrCorrupt,
+//     naming the file and offset) when a whole entry lies past the point
+//     where replay stops: a kill -9 leaves at most whole entries of an
+//     unfinished transaction and one entry copied in part, never a whole
+//     entry after a bad one. checkTables opens every table the Badger
+//     MANIFEST lists, in this goroutine, with panics recovered.
+//   - Then a read-only open through a shadow directory (readonly.go:
+//     symlinks to the store's files, and copies of the replayable part of
+//     each WAL, the store directory flocked shared) checks the format and
+//     the manifest: a journal that ends before the durable seq, lacks the
+//     durable generation record, or belongs to another store id is
+//     refused with ErrCorrupt and a message naming what is missing. A
+//     manifest with history beside an empty or missing Badger directory
+//     is refused the same way, never opened as a new store.
+//   - Only a store that passed all of this is opened writable. Badger
+//     panics during an open become ErrCorrupt.
+//
+// Options.ReadOnly keeps the shadow open as the journal: look-only
+// commands read a store, crashed or not, without writing a byte of it.
+// Options.Damaged (with ReadOnly) opens a store the checks refuse, for
+// fsck and salvage, and Damage lists what they found.
 package journal

@@ -39,6 +39,15 @@ type Journal struct {
 	// closeMu guards the DB against Close: readers hold it shared.
 	closeMu sync.RWMutex
 	closed  bool
+
+	// Durable marks and read-only opens (manifest.go, readonly.go).
+	readOnly     bool
+	shadow       *shadow
+	damage       []string
+	manMu        sync.Mutex
+	manifest     Manifest
+	manifestPath string   // "" when read-only
+	gens         []uint64 // generation seqs enqueued, not yet synced
 }
 
 // Stats are running counters, for benchmarks and `reynfs status`.
@@ -148,6 +157,9 @@ func (j *Journal) Enqueue(r *Record, blobs []cas.Blob) *Pending {
 	}
 	j.next++
 	j.head.Store(r.Seq)
+	if r.Op == OpGeneration {
+		j.noteGenerationLocked(r.Seq)
+	}
 	b := j.addLocked(item{seq: r.Seq, reset: r.Op == OpReset, val: val, blobs: blobs})
 	return &Pending{seq: r.Seq, b: b}
 }
@@ -163,6 +175,8 @@ func (j *Journal) admitLocked() error {
 		return j.err
 	case j.closing:
 		return ErrClosed
+	case j.readOnly:
+		return ErrReadOnly
 	}
 	return nil
 }
@@ -234,6 +248,9 @@ func (j *Journal) Close() error {
 	defer j.closeMu.Unlock()
 	j.closed = true
 	closeErr := j.db.Close()
+	if j.shadow != nil {
+		j.shadow.close()
+	}
 	switch {
 	case failed != nil:
 		return fmt.Errorf("close: %w", failed)

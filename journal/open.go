@@ -19,6 +19,13 @@ type Options struct {
 	// "sync") before it runs; a non-nil result makes that operation fail
 	// with it. For fault-injection tests only.
 	Fault func(op string) error
+	// ReadOnly opens an existing store for reading only: nothing in its
+	// directory is created, changed or removed (look-only commands);
+	// Enqueue and SetMeta fail with ErrReadOnly.
+	ReadOnly bool
+	// Damaged, with ReadOnly, opens a store that Open would refuse as
+	// damaged, for fsck and salvage; Damage lists what was found.
+	Damaged bool
 }
 
 // maxBatchBytes bounds what one commit carries; Enqueue waits while the
@@ -44,27 +51,223 @@ func badgerOptions(dir string, log zerolog.Logger) badger.Options {
 		WithMetricsEnabled(false)
 }
 
+// ErrReadOnly: the journal was opened read-only and refuses writes.
+var ErrReadOnly = errors.New("store opened read-only")
+
 // Open opens (or creates) the workspace store in dir and starts the
 // committer. It fails with ErrLocked if another process has the store open,
 // ErrFormat if the store has another format version and ErrCorrupt if dir
-// is not a reynfs store or is damaged.
+// is not a reynfs store, is damaged, or holds less than its manifest says
+// was synced (see doc.go, "Damage"). A damaged store is refused before
+// anything in it is written.
 func Open(dir string, opts Options) (*Journal, error) {
-	if err := checkDir(dir); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
-	}
-	if err := checkFormatReadOnly(dir, opts.Logger); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
-	}
-	db, err := badger.Open(badgerOptions(dir, opts.Logger))
+	j, err := open(dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", dir, classifyOpenError(err))
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	next, err := initStore(db)
+	return j, nil
+}
+
+func open(dir string, opts Options) (*Journal, error) {
+	if opts.ReadOnly {
+		if err := checkExisting(dir); err != nil {
+			return nil, err
+		}
+	} else if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	man, err := readManifest(ManifestPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
+		// A new store, or one whose Badger files are gone.
+		if man != nil && man.Durable > 0 {
+			return nil, fmt.Errorf("%w: store lost acknowledged history: manifest %s says durable through seq %d%s, but %s holds no Badger store",
+				ErrCorrupt, ManifestPath(dir), man.Durable, genNote(man), dir)
+		}
+		if opts.ReadOnly {
+			return nil, fmt.Errorf("%w: %s holds no Badger store", ErrCorrupt, dir)
+		}
+		return openWritable(dir, opts, man)
+	}
+	// An existing store: check it without writing, then open it.
+	damage, ro, err := verify(dir, opts, man)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ReadOnly {
+		ro.damage = damage
+		return ro, nil
+	}
+	return openWritable(dir, opts, man)
+}
+
+// verify checks an existing store without modifying it: the log files a
+// writable open would truncate (scanLogs), every table in Badger's
+// MANIFEST (checkTables), then a read-only open through a shadow
+// directory, the format version and the manifest's durable marks. With
+// opts.ReadOnly it returns the read-only journal; with opts.Damaged, a
+// damaged store is still opened (read-only) and the damage returned.
+func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error) {
+	var damage []string
+	note := func(err error) error {
+		if opts.Damaged && opts.ReadOnly {
+			damage = append(damage, oneLine(err.Error()))
+			return nil
+		}
+		return err
+	}
+	if _, err := scanLogs(dir); err != nil {
+		if err := note(err); err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, err := checkTables(dir, false); err != nil {
+		return nil, nil, err // Badger cannot open it at all
+	}
+	sh, err := newShadow(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := openBadger(badgerOptions(sh.dir, opts.Logger).WithReadOnly(true))
+	if err != nil {
+		sh.close()
+		return nil, nil, fmt.Errorf("read-only open: %w", err)
+	}
+	fail := func(err error) ([]string, *Journal, error) {
+		_ = db.Close()
+		sh.close()
+		return nil, nil, err
+	}
+	var next uint64
+	err = db.View(func(txn *badger.Txn) error {
+		v, err := getValue(txn, keyFormat)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return fmt.Errorf("%w: no %s key: not a reynfs store", ErrCorrupt, keyFormat)
+		}
+		if err := checkFormat(v); err != nil {
+			return err
+		}
+		high, err := highestSeq(txn)
+		next = high + 1
+		if err != nil {
+			return err
+		}
+		return checkMarks(txn, man, high)
+	})
+	if err != nil {
+		if errors.Is(err, ErrFormat) || !errors.Is(err, ErrCorrupt) {
+			return fail(err)
+		}
+		if err := note(err); err != nil {
+			return fail(err)
+		}
+	}
+	if !opts.ReadOnly {
+		_ = db.Close()
+		sh.close()
+		return damage, nil, nil
+	}
+	j := start(db, next, opts)
+	j.readOnly = true
+	j.shadow = sh
+	return damage, j, nil
+}
+
+// checkMarks compares Badger's journal with the manifest: it must reach
+// the durable seq, hold the durable generation record (unless gc dropped
+// it), and be the store the manifest names.
+func checkMarks(txn *badger.Txn, man *Manifest, high uint64) error {
+	if man == nil {
+		return nil
+	}
+	id, err := getValue(txn, keyID)
+	if err != nil {
+		return err
+	}
+	if id != nil && string(id) != man.ID {
+		return fmt.Errorf("%w: the manifest names store %s but Badger holds store %s", ErrCorrupt, man.ID, id)
+	}
+	if high < man.Durable {
+		return fmt.Errorf("%w: store lost acknowledged history: manifest says durable through seq %d%s, the journal ends at seq %d",
+			ErrCorrupt, man.Durable, genNote(man), high)
+	}
+	if man.Gen == 0 {
+		return nil
+	}
+	floor := uint64(1)
+	if v, err := getValue(txn, keyFloor); err != nil {
+		return err
+	} else if v != nil {
+		if floor, err = parseUint64(v); err != nil {
+			return err
+		}
+	}
+	if man.Gen < floor {
+		return nil
+	}
+	v, err := getValue(txn, seqKey(prefixRecord, man.Gen))
+	if err != nil {
+		return fmt.Errorf("%w: generation record at seq %d unreadable: %v", ErrCorrupt, man.Gen, err)
+	}
+	if v == nil {
+		return fmt.Errorf("%w: store lost acknowledged history: manifest says a generation was synced at seq %d, the journal has no record there", ErrCorrupt, man.Gen)
+	}
+	if r, err := decodeAt(man.Gen, v); err != nil || r.Op != OpGeneration {
+		return fmt.Errorf("%w: the synced generation record at seq %d is damaged", ErrCorrupt, man.Gen)
+	}
+	return nil
+}
+
+func genNote(m *Manifest) string {
+	if m.Gen == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (newest generation at seq %d)", m.Gen)
+}
+
+// openWritable opens Badger writable, writes the format version and the
+// store id if they are new, and creates the manifest if there is none.
+func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
+	db, err := openBadger(badgerOptions(dir, opts.Logger))
+	if err != nil {
+		return nil, err
+	}
+	next, id, err := initStore(db, man)
 	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
+		return nil, err
 	}
-	return start(db, next, opts), nil
+	if man == nil {
+		man = &Manifest{Format: storeFormat, ID: id, Durable: next - 1}
+		if err := writeManifest(ManifestPath(dir), man); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	j := start(db, next, opts)
+	j.manifest = *man
+	j.manifestPath = ManifestPath(dir)
+	return j, nil
+}
+
+// openBadger opens Badger and turns a panic in the opening goroutine into
+// ErrCorrupt (checkTables catches the ones Badger's own goroutines raise).
+func openBadger(o badger.Options) (db *badger.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: Badger failed opening the store: %s", ErrCorrupt, oneLine(fmt.Sprint(r)))
+		}
+	}()
+	db, err = badger.Open(o)
+	if err != nil {
+		return nil, classifyOpenError(err)
+	}
+	return db, nil
 }
 
 // checkFormat refuses a stored format version other than storeFormat.
@@ -79,26 +282,17 @@ func checkFormat(v []byte) error {
 	return nil
 }
 
-// checkFormatReadOnly refuses a store of another format version before it
-// is opened for writing (which adds files to it). A store that cannot be
-// opened read-only (one a crash left unclosed, a locked one) is checked by
-// the writable open instead.
-func checkFormatReadOnly(dir string, log zerolog.Logger) error {
-	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
-		return nil // a new store
-	}
-	db, err := badger.Open(badgerOptions(dir, log).WithReadOnly(true).WithLoggingLevel(badger.ERROR))
+// checkExisting refuses a directory that holds no Badger store, without
+// creating anything (read-only opens).
+func checkExisting(dir string) error {
+	fi, err := os.Stat(dir)
 	if err != nil {
-		return nil
+		return err
 	}
-	defer db.Close()
-	return db.View(func(txn *badger.Txn) error {
-		v, err := getValue(txn, keyFormat)
-		if err != nil || v == nil {
-			return err
-		}
-		return checkFormat(v)
-	})
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: not a directory", ErrCorrupt)
+	}
+	return nil
 }
 
 // checkDir creates dir if it is missing and refuses a directory that holds
@@ -153,12 +347,14 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// initStore checks or writes the format version and returns the next seq:
-// one past the highest seq ever committed ("m/seq" survives truncation of
-// the records themselves, the last 'j' key covers a store written before a
-// crash lost nothing but is cheap to check).
-func initStore(db *badger.DB) (uint64, error) {
+// initStore checks or writes the format version and the store id (the
+// manifest's, for a store written before ids existed) and returns the
+// next seq: one past the highest seq ever committed ("m/seq" survives
+// truncation of the records themselves, the last 'j' key covers a store
+// written before a crash lost nothing but is cheap to check).
+func initStore(db *badger.DB, man *Manifest) (uint64, string, error) {
 	next := uint64(1)
+	var id string
 	err := db.Update(func(txn *badger.Txn) error {
 		v, err := getValue(txn, keyFormat)
 		if err != nil {
@@ -170,22 +366,39 @@ func initStore(db *badger.DB) (uint64, error) {
 			} else if !empty {
 				return fmt.Errorf("%w: no %s key: not a reynfs store", ErrCorrupt, keyFormat)
 			}
-			return txn.Set(keyFormat, formatBytes(storeFormat))
-		}
-		if err := checkFormat(v); err != nil {
+			if err := txn.Set(keyFormat, formatBytes(storeFormat)); err != nil {
+				return err
+			}
+		} else if err := checkFormat(v); err != nil {
 			return err
 		}
 		high, err := highestSeq(txn)
+		if err != nil {
+			return err
+		}
 		next = high + 1
-		return err
+		if err := checkMarks(txn, man, high); err != nil {
+			return err // the store changed between verify and this open
+		}
+		b, err := getValue(txn, keyID)
+		if err != nil || b != nil {
+			id = string(b)
+			return err
+		}
+		if man != nil {
+			id = man.ID
+		} else if id, err = newStoreID(); err != nil {
+			return err
+		}
+		return txn.Set(keyID, []byte(id))
 	})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if err := db.Sync(); err != nil {
-		return 0, fmt.Errorf("sync: %w", err)
+		return 0, "", fmt.Errorf("sync: %w", err)
 	}
-	return next, nil
+	return next, id, nil
 }
 
 func highestSeq(txn *badger.Txn) (uint64, error) {

@@ -7,11 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
-	"github.com/reynfs/reynfs/journal"
-	"github.com/reynfs/reynfs/rewind"
 )
 
 // call answers req for the workspace at dir: through its daemon when one
@@ -37,12 +33,8 @@ func call(ctx context.Context, o storeOptions, dir string, req daemon.Request) (
 	if _, serr := os.Stat(daemon.DBPath(store)); serr != nil {
 		return nil, fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
 	}
-	j, err := journal.Open(daemon.DBPath(store), journal.Options{Logger: zerolog.Nop()})
+	j, err := openOffline(store, lookOnly[req.Op])
 	if err != nil {
-		return nil, err
-	}
-	if err := rewind.Reindex(j); err != nil {
-		_ = j.Close()
 		return nil, err
 	}
 	resp = daemon.Handle(&daemon.Service{J: j}, req)

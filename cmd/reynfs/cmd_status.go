@@ -52,6 +52,8 @@ func runStatus(ctx context.Context, o storeOptions, dir string, asJSON bool) err
 		// Not mounted: describe the store, and still exit 5 (no daemon).
 		if resp, serr := call(ctx, storeOptions{store: store}, dir, daemon.Request{Op: "store-status", Dir: store}); serr == nil {
 			printStatus(resp.Status, asJSON)
+		} else if exitCode(serr) == exitStore {
+			return serr // a damaged store says so, not "not running"
 		}
 		return err
 	}

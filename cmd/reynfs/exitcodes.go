@@ -19,12 +19,14 @@ const (
 	exitNoDaemon    = 5   // no daemon serves the store
 	exitStale       = 6   // a mount of the store is left whose daemon is dead
 	exitInterrupted = 130 // SIGINT (Ctrl-C): 128 + 2, as shells report it
+	exitInternal    = 70  // a bug: reynfs panicked (the trace is in the file the message names)
 	exitTerminated  = 143 // SIGTERM: 128 + 15
 )
 
 const exitCodeHelp = `Exit codes: 0 ok, 1 failure, 2 bad input, 3 store locked by another daemon,
 4 store corrupt or of another format version, 5 no daemon running for the store,
-6 daemon dead and its mount stale ('reynfs unmount' cleans it), 130 interrupted
+6 daemon dead and its mount stale ('reynfs unmount' cleans it), 70 internal error
+(a bug; the message names the file holding the trace), 130 interrupted
 (SIGINT, Ctrl-C), 143 terminated (SIGTERM). A command interrupted cleans up first:
 an interrupted mount leaves nothing mounted and the project directory as it was.`
 

@@ -43,7 +43,7 @@ func run(args []string) int {
 	args = relativeTargets(args)
 	root.SetArgs(args)
 	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
+	go func() { done <- guard(func() error { return root.ExecuteContext(ctx) }) }()
 	var err error
 	select {
 	case err = <-done:
@@ -154,7 +154,7 @@ journal record with a global sequence number and all content is stored once, by 
 		return fmt.Errorf("%w: %v", errUsage, err)
 	})
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
-		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand())
+		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand())
 	return root
 }
 

@@ -144,6 +144,9 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 	}
 	warnUsers(d.log, d.cfg.Dir, d.cfg.Warn)
 	if d.j.Head() == 0 {
+		if d.j.HadHistory() { // never re-import a store that lost its history as a new timeline
+			return nil, fmt.Errorf("%w: store lost acknowledged history: its manifest records synced history but the journal is empty; refusing to import %s as a new timeline", journal.ErrCorrupt, d.cfg.Dir)
+		}
 		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx}
 		t, err := im.ImportAt(d.dirf)
 		if err != nil {

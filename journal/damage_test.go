@@ -1,0 +1,219 @@
+package journal
+
+import (
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reynfs/reynfs/cas"
+)
+
+func TestManifestRoundTrip(t *testing.T) {
+	m := &Manifest{Format: 1, ID: "abc", Durable: 812, Gen: 800}
+	got, err := parseManifest(m.encode())
+	if err != nil || *got != *m {
+		t.Fatalf("parse(encode(%+v)) = %+v, %v", m, got, err)
+	}
+	for _, bad := range []string{"", "id x\n", "reynfs-store-manifest 1\nid x\ndurable-seq 1\n",
+		"reynfs-store-manifest 1\nid x\ndurable-seq 1\ngeneration-seq 2\n", "reynfs-store-manifest 1\nid x\ndurable-seq z\ngeneration-seq 0\n"} {
+		if _, err := parseManifest([]byte(bad)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("parse(%q) = %v, want ErrCorrupt", bad, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "m")
+	if err := writeManifest(path, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readManifest(path); err != nil || *got != *m {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	link := path + "-link"
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readManifest(link); err == nil {
+		t.Fatal("readManifest followed a symlink")
+	}
+}
+
+// writeSome appends n data records (each with a fresh blob) and a
+// generation record, syncs and closes; it returns the head seq.
+func writeSome(t *testing.T, dir string, n int) uint64 {
+	t.Helper()
+	j := openT(t, dir, Options{})
+	for i := range n {
+		data := []byte(strings.Repeat("x", 2000) + string(rune('a'+i%26)) + strings.Repeat("y", i))
+		b := cas.Blob{Hash: cas.Sum(data), Data: data}
+		if err := j.Enqueue(&Record{Op: OpData, Ino: 2, Size: uint64(len(data)), Chunks: []Chunk{{0, b.Hash}}}, []cas.Blob{b}).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &Record{Op: OpGeneration, GenKind: "manual", Root: cas.Sum([]byte("root"))}
+	if err := j.Enqueue(g, nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	head := j.Head()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := readManifest(ManifestPath(dir))
+	if err != nil || m == nil || m.Durable != head || m.Gen != head {
+		t.Fatalf("manifest %+v (%v), want durable and generation seq %d", m, err, head)
+	}
+	return head
+}
+
+func TestOpenRefusesLostHistory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	head := writeSome(t, dir, 10)
+
+	// The manifest claims more than the journal holds.
+	m, _ := readManifest(ManifestPath(dir))
+	saved := *m
+	m.Durable = head + 172
+	if err := writeManifest(ManifestPath(dir), m); err != nil {
+		t.Fatal(err)
+	}
+	sums := storeSums(t, dir)
+	for _, ro := range []bool{false, true} {
+		_, err := Open(dir, Options{ReadOnly: ro})
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "lost acknowledged history") {
+			t.Fatalf("read-only %v: open with the manifest ahead = %v, want lost history", ro, err)
+		}
+	}
+	if !sameSums(sums, storeSums(t, dir)) {
+		t.Fatal("a refused open changed the store's files")
+	}
+	if err := writeManifest(ManifestPath(dir), &saved); err != nil {
+		t.Fatal(err)
+	}
+	openT(t, dir, Options{}).Close()
+
+	// Badger's files gone, the manifest left: never a new, empty store.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, Options{})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "lost acknowledged history") {
+		t.Fatalf("open with the Badger directory gone = %v", err)
+	}
+}
+
+func TestReadOnlyOpenAfterCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	dir := t.TempDir()
+	_, synced := runAndKill(t, dir, 30)
+	sums := storeSums(t, dir)
+	j, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a crashed store: %v", err)
+	}
+	for _, s := range synced {
+		if _, err := j.Get(s); err != nil {
+			t.Fatalf("read-only: synced seq %d: %v", s, err)
+		}
+	}
+	if err := j.Enqueue(&Record{Op: OpUnlink, Parent: 1, Name: "x"}, nil).Wait(); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("append on a read-only journal = %v", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !sameSums(sums, storeSums(t, dir)) {
+		t.Fatal("a read-only open changed the store's files")
+	}
+	checkAfterCrash(t, dir, synced)
+}
+
+// TestDamagedLogRefused flips bytes inside the newest value log of a
+// crashed store: a writable open would cut the log there and drop every
+// value after it; Open refuses without writing, and a read-only open with
+// Damaged reports it.
+func TestDamagedLogRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	dir := t.TempDir()
+	runAndKill(t, dir, 30)
+	var vlog string
+	scans, err := scanLogs(dir)
+	if err != nil {
+		t.Fatalf("a crashed store scans as damaged: %v", err)
+	}
+	for _, s := range scans {
+		if strings.HasSuffix(s.Path, ".vlog") && s.End > 1<<20 {
+			vlog = s.Path
+		}
+	}
+	if vlog == "" {
+		t.Fatalf("no value log with data among %+v", scans)
+	}
+	f, err := os.OpenFile(vlog, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xde, 0xad, 0xbe, 0xef}, 300_000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	sums := storeSums(t, dir)
+	for _, ro := range []bool{false, true} {
+		_, err := Open(dir, Options{ReadOnly: ro})
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), filepath.Base(vlog)) {
+			t.Fatalf("read-only %v: open of a damaged store = %v, want ErrCorrupt naming %s", ro, err, filepath.Base(vlog))
+		}
+	}
+	j, err := Open(dir, Options{ReadOnly: true, Damaged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Damage()) == 0 {
+		t.Fatal("Damage is empty")
+	}
+	j.Close()
+	if !sameSums(sums, storeSums(t, dir)) {
+		t.Fatal("opening a damaged store changed its files")
+	}
+}
+
+func storeSums(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	root := filepath.Dir(dir)
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[p] = sha256.Sum256(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameSums(a, b map[string][32]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
