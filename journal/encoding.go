@@ -46,6 +46,7 @@ const (
 	tagResetTo
 	tagSupersedes
 	tagAgents
+	tagHoles
 	tagMax
 )
 
@@ -109,8 +110,71 @@ func Encode(r *Record) []byte {
 			b = append(b, a.State[:]...)
 		}
 	}
+	if len(r.Holes) > 0 {
+		// Each range as the gap since the previous range's end and its
+		// length: a run of holes costs a few bytes wherever it lies.
+		b = append(b, tagHoles)
+		b = binary.AppendUvarint(b, uint64(len(r.Holes)))
+		end := uint64(0)
+		for _, h := range r.Holes {
+			b = binary.AppendUvarint(b, h.Start-end)
+			b = binary.AppendUvarint(b, h.Count)
+			end = h.Start + h.Count
+		}
+	}
 	return b
 }
+
+// EncodedLen returns len(Encode(r)) without encoding: Validate checks the
+// size limit with it before a caller applies the operation, so a record
+// the journal would refuse is refused while nothing has changed yet.
+func (r *Record) EncodedLen() int {
+	n := 2 + uvarintLen(r.Seq) + uvarintLen(zigzag(r.Time)) + uvarintLen(uint64(r.Pid)) + strLen(r.Comm)
+	for _, v := range [...]uint64{r.Parent, r.NewParent, r.Ino, uint64(r.Mode), uint64(r.Uid), uint64(r.Gid),
+		uint64(r.Rdev), uint64(r.Flags), r.Size, uint64(r.Kind), uint64(r.Valid), r.NextIno, r.ResetTo, r.Supersedes} {
+		if v != 0 {
+			n += 1 + uvarintLen(v)
+		}
+	}
+	for _, v := range [...]int64{r.Atime, r.Mtime} {
+		if v != 0 {
+			n += 1 + uvarintLen(zigzag(v))
+		}
+	}
+	for _, s := range [...]string{r.Name, r.NewName, r.Target, r.XName, string(r.XValue), r.GenKind, r.Label} {
+		if s != "" {
+			n += 1 + strLen(s)
+		}
+	}
+	if len(r.Chunks) > 0 {
+		n += 1 + uvarintLen(uint64(len(r.Chunks)))
+		for _, c := range r.Chunks {
+			n += uvarintLen(c.Index) + len(c.Hash)
+		}
+	}
+	if !r.Root.IsZero() {
+		n += 1 + len(r.Root)
+	}
+	if len(r.Agents) > 0 {
+		n += 1 + uvarintLen(uint64(len(r.Agents)))
+		for _, a := range r.Agents {
+			n += strLen(a.Name) + len(a.State)
+		}
+	}
+	if len(r.Holes) > 0 {
+		n += 1 + uvarintLen(uint64(len(r.Holes)))
+		end := uint64(0)
+		for _, h := range r.Holes {
+			n += uvarintLen(h.Start-end) + uvarintLen(h.Count)
+			end = h.Start + h.Count
+		}
+	}
+	return n
+}
+
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -252,6 +316,34 @@ func (d *decoder) field(r *Record, tag int) {
 			r.Agents[i].Name = d.string()
 			r.Agents[i].State = d.hash()
 		}
+	case tagHoles:
+		d.holes(r)
+	}
+}
+
+// holes decodes the hole ranges. Only the canonical form is accepted:
+// every range but the first starts past the previous one's end (adjacent
+// ranges would be one range) and none is empty or wraps.
+func (d *decoder) holes(r *Record) {
+	n := d.count(2)
+	r.Holes = make([]HoleRange, n)
+	end := uint64(0)
+	for i := range r.Holes {
+		gap, count := d.uint(), d.nonzero()
+		if d.err != nil {
+			return
+		}
+		if i > 0 && gap == 0 {
+			d.fail("hole range %d adjacent to the previous one", i)
+			return
+		}
+		start := end + gap
+		if start < end || start+count < start {
+			d.fail("hole range %d overflows", i)
+			return
+		}
+		r.Holes[i] = HoleRange{Start: start, Count: count}
+		end = start + count
 	}
 }
 

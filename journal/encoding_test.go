@@ -44,6 +44,8 @@ func sampleRecords() []*Record {
 		{Seq: 20, Op: OpAgentState, Time: t, Label: "coder", Root: hashOf("s3")},
 		{Seq: 21, Op: OpImport, Time: t, Root: hashOf("r2"), NextIno: 1 << 40},
 		{Seq: 22, Op: OpRestore, Time: t, Parent: 7, Name: "src", Root: hashOf("r3"), Ino: 1 << 33, Label: "restore src from seq 9"},
+		{Seq: 23, Op: OpData, Time: t, Comm: "fallocate", Ino: 17, Size: 40 << 30, Kind: DataFallocate, Mtime: t,
+			Chunks: []Chunk{{0, hashOf("c0")}}, Holes: []HoleRange{{0, 3}, {5, 655355}}},
 	}
 }
 
@@ -134,6 +136,9 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		b2 := Encode(r)
+		if n := r.EncodedLen(); n != len(b2) {
+			t.Fatalf("EncodedLen %d, Encode wrote %d bytes", n, len(b2))
+		}
 		r2, err := Decode(b2)
 		if err != nil {
 			t.Fatalf("re-encoded record does not decode: %v", err)

@@ -1,6 +1,10 @@
 package journal
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
 
 // Sentinel errors. Every error the package returns wraps at most one of them
 // (plus the cause), so callers test with errors.Is.
@@ -23,4 +27,13 @@ var (
 	// ErrInvalid: a record or argument breaks the rules of its op; nothing
 	// was written and the journal is still usable.
 	ErrInvalid = errors.New("invalid record")
+	// ErrTooLarge: a record is larger than MaxRecordSize. It wraps
+	// ErrInvalid (nothing was written, the journal is still usable); the
+	// file system answers EFBIG.
+	ErrTooLarge = fmt.Errorf("%w: too large", ErrInvalid)
+	// ErrNoSpace: the store's file system has too little free space for
+	// the write (see space.go); nothing was written, the journal is still
+	// usable, and writes are taken again once space comes back. It wraps
+	// syscall.ENOSPC, so the file system answers ENOSPC.
+	ErrNoSpace = fmt.Errorf("store file system full: %w", syscall.ENOSPC)
 )

@@ -26,10 +26,12 @@ const (
 	// OpRename moves Parent/Name to NewParent/NewName; Flags holds
 	// RENAME_NOREPLACE (1) or RENAME_EXCHANGE (2) as in renameat2(2).
 	OpRename
-	// OpData sets file content: Ino, Size (the new size) and Chunks (the
-	// chunk slots that changed, each an index and a hash; the zero hash is a
-	// hole). Slots at or past ceil(Size/ChunkSize) are dropped. Kind says
-	// which syscall caused it, for people (DataWrite, DataTruncate, ...).
+	// OpData sets file content: Ino, Size (the new size), Holes (ranges of
+	// chunk slots that become holes) and Chunks (the chunk slots that
+	// changed, each an index and a hash; the zero hash is a hole too, as
+	// records written before Holes existed have it). Holes apply first,
+	// then Chunks. Slots at or past ceil(Size/ChunkSize) are dropped. Kind
+	// says which syscall caused it, for people (DataWrite, DataTruncate, ...).
 	OpData
 	// OpSetattr sets the attributes named by Valid (SetMode, SetUid, ...).
 	OpSetattr
@@ -107,6 +109,12 @@ type Chunk struct {
 	Hash  cas.Hash
 }
 
+// HoleRange is Count chunk slots from Start on that become holes: a punched
+// 40 GiB range is one HoleRange, not 655,360 chunk entries.
+type HoleRange struct {
+	Start, Count uint64
+}
+
 // Record is one journal record. Fields an Op does not use are zero and are
 // not encoded. Time is the wall clock in Unix nanoseconds when the record was
 // made; replay uses it as the ctime (and mtime where the op changes it), so a
@@ -133,6 +141,7 @@ type Record struct {
 	Size   uint64
 	Kind   uint8 // Data* for OpData
 	Chunks []Chunk
+	Holes  []HoleRange // sorted, disjoint, not adjacent; OpData only
 
 	Valid uint32 // Set* for OpSetattr
 	Atime int64

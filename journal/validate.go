@@ -13,7 +13,7 @@ var fieldNames = [tagMax]string{
 	tagChunks: "Chunks", tagValid: "Valid", tagAtime: "Atime", tagMtime: "Mtime",
 	tagXName: "XName", tagXValue: "XValue", tagGenKind: "GenKind", tagLabel: "Label",
 	tagRoot: "Root", tagNextIno: "NextIno", tagResetTo: "ResetTo",
-	tagSupersedes: "Supersedes", tagAgents: "Agents",
+	tagSupersedes: "Supersedes", tagAgents: "Agents", tagHoles: "Holes",
 }
 
 func fields(tags ...int) uint32 {
@@ -34,7 +34,7 @@ var opFields = [opMax]uint32{
 	OpUnlink:      fields(tagParent, tagName),
 	OpRmdir:       fields(tagParent, tagName),
 	OpRename:      fields(tagParent, tagName, tagNewParent, tagNewName, tagFlags),
-	OpData:        fields(tagIno, tagSize, tagKind, tagChunks, tagMtime),
+	OpData:        fields(tagIno, tagSize, tagKind, tagChunks, tagMtime, tagHoles),
 	OpSetattr:     fields(tagIno, tagValid, tagMode, tagUid, tagGid, tagAtime, tagMtime),
 	OpSetxattr:    fields(tagIno, tagXName, tagXValue, tagFlags),
 	OpRemovexattr: fields(tagIno, tagXName),
@@ -79,6 +79,7 @@ func (r *Record) setFields() uint32 {
 	set(tagResetTo, r.ResetTo != 0)
 	set(tagSupersedes, r.Supersedes != 0)
 	set(tagAgents, len(r.Agents) > 0)
+	set(tagHoles, len(r.Holes) > 0)
 	return m
 }
 
@@ -102,6 +103,30 @@ func (r *Record) Validate() error {
 	}
 	if r.Op == OpReset && r.ResetTo >= r.Seq && r.Seq != 0 {
 		return fmt.Errorf("%w: reset at seq %d targets seq %d, not an earlier one", ErrInvalid, r.Seq, r.ResetTo)
+	}
+	if err := checkHoles(r.Holes); err != nil {
+		return err
+	}
+	if n := r.EncodedLen(); n > MaxRecordSize {
+		return fmt.Errorf("%w: %s record is %d bytes, more than %d", ErrTooLarge, r.Op, n, MaxRecordSize)
+	}
+	return nil
+}
+
+// checkHoles accepts what Decode accepts: sorted ranges, none empty, none
+// wrapping, none touching the one before (it would be one range).
+func checkHoles(hs []HoleRange) error {
+	end := uint64(0)
+	for i, h := range hs {
+		switch {
+		case h.Count == 0:
+			return fmt.Errorf("%w: hole range %d is empty", ErrInvalid, i)
+		case h.Start+h.Count < h.Start:
+			return fmt.Errorf("%w: hole range %d wraps", ErrInvalid, i)
+		case i > 0 && h.Start <= end:
+			return fmt.Errorf("%w: hole range %d overlaps or touches the one before", ErrInvalid, i)
+		}
+		end = h.Start + h.Count
 	}
 	return nil
 }

@@ -292,6 +292,9 @@ func (t *Tree) applyData(r *journal.Record) error {
 			return fmt.Errorf("data: chunk %d past size %d: %w", c.Index, r.Size, ErrInvalid)
 		}
 	}
+	if k := len(r.Holes); k > 0 && r.Holes[k-1].Start+r.Holes[k-1].Count > count {
+		return fmt.Errorf("data: holes past size %d: %w", r.Size, ErrInvalid)
+	}
 	n.setContent(r)
 	t.markDirty(n)
 	return nil
@@ -312,6 +315,7 @@ func (n *Node) setContent(r *journal.Record) {
 		n.holes += count - uint64(len(n.chunks))
 		n.chunks = append(n.chunks, make([]cas.Hash, count-uint64(len(n.chunks)))...)
 	}
+	n.punch(r.Holes)
 	for _, c := range r.Chunks {
 		if n.chunks[c.Index].IsZero() {
 			n.holes--

@@ -177,7 +177,10 @@ func (t *Tree) ZeroRange(n *Node, off, length uint64, now int64) error {
 	for pos := off; pos < end; {
 		idx, in := pos/cas.ChunkSize, pos%cas.ChunkSize
 		want := min(end-pos, cas.ChunkSize-in)
-		if in == 0 && (want == cas.ChunkSize || pos+want == n.Size) {
+		if _, pend := n.pending[idx]; !pend && (idx >= uint64(len(n.chunks)) || n.chunks[idx].IsZero()) {
+			// Already a hole: zeroing it changes nothing, and a sparse
+			// file's punch costs no memory per slot.
+		} else if in == 0 && (want == cas.ChunkSize || pos+want == n.Size) {
 			n.pending[idx] = nil // a hole
 		} else {
 			b, err := t.pendingChunk(n, idx, 0)
@@ -198,19 +201,30 @@ func (t *Tree) ZeroRange(n *Node, off, length uint64, now int64) error {
 // a size the journal does not know.
 func (n *Node) Dirty() bool { return n.pending != nil }
 
-// PendingBytes returns how much written data waits in memory.
+// PendingBytes returns how much written data waits in memory. Each data
+// buffer counts at least minSlotBytes, so that the flush it triggers at
+// FileFlushBytes bounds the number of chunk entries in one record too
+// (1-byte writes 64 KiB apart would otherwise gather a million entries, a
+// record the journal refuses).
 func (n *Node) PendingBytes() int {
 	s := 0
 	for _, b := range n.pending {
-		s += cap(b)
+		if b != nil {
+			s += max(cap(b), minSlotBytes)
+		}
 	}
 	return s
 }
 
+// minSlotBytes is the least a pending chunk buffer counts for.
+const minSlotBytes = 4 << 10
+
 // Flush turns the pending buffers into an OpData record and the chunk
 // objects it references (the blobs alias the buffers, so the caller drops
 // the buffers with ClearPending rather than writing to them again). An
-// all-zero chunk becomes a hole. kind is one of journal.Data*.
+// all-zero chunk becomes a hole; runs of holes become hole ranges, so a
+// punch-hole of any length is a record of a few bytes. kind is one of
+// journal.Data*.
 func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 	r := &journal.Record{Op: journal.OpData, Ino: n.Ino, Size: n.Size, Kind: kind, Mtime: n.Mtime}
 	var blobs []cas.Blob
@@ -221,14 +235,32 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		}
 		b := n.pending[idx]
 		b = b[:min(uint64(len(b)), chunkLen(n.Size, idx))]
-		var h cas.Hash
-		if !allZero(b) {
-			h = cas.Sum(b)
-			blobs = append(blobs, cas.Blob{Hash: h, Data: b})
+		if allZero(b) {
+			if k := len(r.Holes) - 1; k >= 0 && r.Holes[k].Start+r.Holes[k].Count == idx {
+				r.Holes[k].Count++
+			} else {
+				r.Holes = append(r.Holes, journal.HoleRange{Start: idx, Count: 1})
+			}
+			continue
 		}
+		h := cas.Sum(b)
+		blobs = append(blobs, cas.Blob{Hash: h, Data: b})
 		r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: h})
 	}
 	return r, blobs
+}
+
+// punch makes the chunk slots of hs holes (an OpData record's Holes; the
+// caller has checked that they lie below the size).
+func (n *Node) punch(hs []journal.HoleRange) {
+	for _, h := range hs {
+		for _, c := range n.chunks[h.Start : h.Start+h.Count] {
+			if !c.IsZero() {
+				n.holes++
+			}
+		}
+		clear(n.chunks[h.Start : h.Start+h.Count])
+	}
 }
 
 // ClearPending drops the pending buffers once their record is applied.
