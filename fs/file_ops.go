@@ -55,6 +55,7 @@ func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse
 		return fuse.EROFS
 	}
 	c := f.caller(&in.InHeader)
+	c.Umask = in.Umask // ours to apply: see Mknod
 	st, err := f.live.Create(c, in.NodeId, name, in.Mode|syscall.S_IFREG, 0)
 	if errors.Is(err, tree.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
 		st, err = f.live.Lookup(in.NodeId, name) // lost a race with another create

@@ -109,8 +109,11 @@ func (f *FS) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.E
 	if readOnly(in.NodeId, name) {
 		return fuse.EROFS
 	}
-	// The kernel has applied the caller's umask already: store the mode as received.
-	st, err := f.live.Create(f.caller(&in.InHeader), in.NodeId, name, in.Mode, in.Rdev)
+	// With FUSE_DONT_MASK the umask is ours to apply (or a default ACL's
+	// to replace): see tree/acl.go.
+	c := f.caller(&in.InHeader)
+	c.Umask = in.Umask
+	st, err := f.live.Create(c, in.NodeId, name, in.Mode, in.Rdev)
 	return f.entry("mknod", st, err, out)
 }
 
@@ -118,7 +121,9 @@ func (f *FS) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.E
 	if readOnly(in.NodeId, name) {
 		return fuse.EROFS
 	}
-	st, err := f.live.Mkdir(f.caller(&in.InHeader), in.NodeId, name, in.Mode)
+	c := f.caller(&in.InHeader)
+	c.Umask = in.Umask
+	st, err := f.live.Mkdir(c, in.NodeId, name, in.Mode)
 	return f.entry("mkdir", st, err, out)
 }
 
@@ -228,7 +233,11 @@ func (f *FS) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, attr string, data 
 	if len(data) > 64<<10 {
 		return fuse.Status(syscall.E2BIG)
 	}
-	err := f.live.SetXattr(f.caller(&in.InHeader), in.NodeId, attr, data, in.Flags)
+	flags := in.Flags
+	if in.SetXAttrFlags&fuse.SETXATTR_ACL_KILL_SGID != 0 {
+		flags |= tree.XattrKillSgid
+	}
+	err := f.live.SetXattr(f.caller(&in.InHeader), in.NodeId, attr, data, flags)
 	return f.status("setxattr", err)
 }
 

@@ -74,6 +74,12 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		Options:           []string{"default_permissions"},
 		AllowOther:        os.Geteuid() == 0,
 		Debug:             opts.Debug,
+		// POSIX ACLs as on ext4: the kernel enforces them (and turns on
+		// default_permissions); the umask, default-ACL inheritance and
+		// the mode an access ACL implies are ours (tree/acl.go), and
+		// SETXATTR_EXT carries the kernel's "clear setgid" flag.
+		EnableAcl:         true,
+		ExtraCapabilities: fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT,
 	}
 	srv, err := fuse.NewServer(f, mountpoint, mo)
 	if err != nil {
