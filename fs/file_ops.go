@@ -51,7 +51,7 @@ func (f *FS) dropHandle(fh uint64) *handle {
 const openFlags = fuse.FOPEN_KEEP_CACHE
 
 func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	if readOnly(in.NodeId, name) {
+	if f.readOnly(in.NodeId, name) {
 		return fuse.EROFS
 	}
 	c := f.caller(&in.InHeader)
@@ -79,6 +79,9 @@ func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse
 
 func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	if isView(in.NodeId) {
+		if f.viewDenied(&in.InHeader) {
+			return fuse.EACCES
+		}
 		if in.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 			return fuse.EROFS
 		}
@@ -168,6 +171,12 @@ func (f *FS) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 }
 
 func (f *FS) CopyFileRange(_ <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	if isView(in.NodeId) || isView(in.NodeIdOut) {
+		// Views are not in the live tree: EXDEV makes the kernel fall
+		// back to a read/write copy (fuse_copy_file_range), as across
+		// file systems, so cp and cat > from history get every byte.
+		return 0, fuse.Status(syscall.EXDEV)
+	}
 	if h := f.handle(in.FhOut); h == nil || h.stale() {
 		return 0, fuse.Status(syscall.ESTALE)
 	}

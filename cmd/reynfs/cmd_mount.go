@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/fs"
 )
 
 type mountOptions struct {
@@ -26,6 +27,8 @@ type mountOptions struct {
 	foreground bool
 	readyFd    int
 	debug      bool
+	viewsName  string
+	private    bool
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -34,6 +37,8 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.store, "store", "", "store folder (default: $XDG_DATA_HOME/reynfs/<project>-<hash>)")
 	f.BoolVar(&o.foreground, "foreground", false, "stay attached; log to stderr too")
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	f.StringVar(&o.viewsName, "views-name", fs.ViewDir, "name the read-only history views `NAME` in the mount root (for a project with its own .reynfs)")
+	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
 }
@@ -66,6 +71,9 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	// Refuse a live mountpoint before anything is created on disk.
 	if err := daemon.ClearDeadMount(paths.Mountpoint); err != nil {
 		return err
+	}
+	if err := fs.CheckViewsName(paths.Dir, o.viewsName); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if o.foreground || o.readyFd != 0 {
 		return runDaemon(ctx, o, paths)
@@ -106,7 +114,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		w = zerolog.MultiLevelWriter(logf, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
-	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug}
+	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, ViewsName: o.viewsName, PrivateHistory: o.private}
 	switch {
 	case ready != nil:
 		cfg.Progress = throttle(func(files int, bytes int64) {
@@ -171,6 +179,10 @@ func spawnDaemon(o mountOptions, paths daemon.Paths) error {
 	}
 	if o.debug {
 		args = append(args, "--debug")
+	}
+	args = append(args, "--views-name", o.viewsName)
+	if o.private {
+		args = append(args, "--private-history")
 	}
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}
