@@ -1,19 +1,31 @@
 package fs
 
 import (
+	"slices"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/reynfs/reynfs/fs/tree"
 )
 
 func (f *FS) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	list := f.live.Readdir
 	if isView(in.NodeId) && f.views != nil {
+		if f.viewDenied(&in.InHeader) {
+			return fuse.EACCES
+		}
 		list = f.views.readdir
 	}
 	ents, parent, err := list(in.NodeId)
 	if err != nil {
 		return f.status("opendir", err)
+	}
+	if in.NodeId == tree.RootIno {
+		// The name is the views' (Lookup answers it so): a live entry of
+		// that name, from a tree stored before the views had it, is not
+		// listed, or the kernel would cache it and the views would vanish.
+		ents = slices.DeleteFunc(ents, func(e tree.Dirent) bool { return e.Name == f.viewName })
 	}
 	fh := f.newHandle(in.NodeId, 0)
 	h := f.handle(fh)

@@ -52,10 +52,11 @@ func (f *FS) dropHandle(fh uint64) *handle {
 const openFlags = fuse.FOPEN_KEEP_CACHE
 
 func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	if readOnly(in.NodeId, name) {
+	if f.readOnly(in.NodeId, name) {
 		return fuse.EROFS
 	}
 	c := f.caller(&in.InHeader)
+	c.Umask = in.Umask // ours to apply: see Mknod
 	st, err := f.live.Create(c, in.NodeId, name, in.Mode|syscall.S_IFREG, 0)
 	if errors.Is(err, tree.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
 		st, err = f.live.Lookup(in.NodeId, name) // lost a race with another create
@@ -79,6 +80,9 @@ func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse
 
 func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	if isView(in.NodeId) {
+		if f.viewDenied(&in.InHeader) {
+			return fuse.EACCES
+		}
 		if in.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 			return fuse.EROFS
 		}
@@ -169,6 +173,12 @@ func (f *FS) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 }
 
 func (f *FS) CopyFileRange(_ <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	if isView(in.NodeId) || isView(in.NodeIdOut) {
+		// Views are not in the live tree: EXDEV makes the kernel fall
+		// back to a read/write copy (fuse_copy_file_range), as across
+		// file systems, so cp and cat > from history get every byte.
+		return 0, fuse.Status(syscall.EXDEV)
+	}
 	h := f.handle(in.FhOut)
 	if h == nil {
 		return 0, fuse.Status(syscall.ESTALE)

@@ -14,7 +14,10 @@ import (
 // grows), so the kernel's node id and our inode number can be one.
 
 func (f *FS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	if f.views != nil && (isView(h.NodeId) || h.NodeId == tree.RootIno && name == ViewDir) {
+	if f.views != nil && (isView(h.NodeId) || h.NodeId == tree.RootIno && name == f.viewName) {
+		if f.viewDenied(h) {
+			return fuse.EACCES
+		}
 		parent := h.NodeId
 		if !isView(parent) {
 			st, err := f.views.stat(viewRoot)
@@ -47,6 +50,9 @@ func (f *FS) Forget(nodeid, nlookup uint64) {
 func (f *FS) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	get := f.live.GetAttr
 	if isView(in.NodeId) && f.views != nil {
+		if f.viewDenied(&in.InHeader) {
+			return fuse.EACCES
+		}
 		get = f.views.stat
 	}
 	st, err := get(in.NodeId)
@@ -106,24 +112,29 @@ func (f *FS) entry(op string, st tree.Stat, err error, out *fuse.EntryOut) fuse.
 }
 
 func (f *FS) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	if readOnly(in.NodeId, name) {
+	if f.readOnly(in.NodeId, name) {
 		return fuse.EROFS
 	}
-	// The kernel has applied the caller's umask already: store the mode as received.
-	st, err := f.live.Create(f.caller(&in.InHeader), in.NodeId, name, in.Mode, in.Rdev)
+	// With FUSE_DONT_MASK the umask is ours to apply (or a default ACL's
+	// to replace): see tree/acl.go.
+	c := f.caller(&in.InHeader)
+	c.Umask = in.Umask
+	st, err := f.live.Create(c, in.NodeId, name, in.Mode, in.Rdev)
 	return f.entry("mknod", st, err, out)
 }
 
 func (f *FS) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	if readOnly(in.NodeId, name) {
+	if f.readOnly(in.NodeId, name) {
 		return fuse.EROFS
 	}
-	st, err := f.live.Mkdir(f.caller(&in.InHeader), in.NodeId, name, in.Mode)
+	c := f.caller(&in.InHeader)
+	c.Umask = in.Umask
+	st, err := f.live.Mkdir(c, in.NodeId, name, in.Mode)
 	return f.entry("mkdir", st, err, out)
 }
 
 func (f *FS) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	if readOnly(h.NodeId, name) {
+	if f.readOnly(h.NodeId, name) {
 		return fuse.EROFS
 	}
 	st, err := f.live.Symlink(f.caller(h), h.NodeId, name, target)
@@ -131,7 +142,7 @@ func (f *FS) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name string, o
 }
 
 func (f *FS) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	if readOnly(in.NodeId, name) || isView(in.Oldnodeid) {
+	if f.readOnly(in.NodeId, name) || isView(in.Oldnodeid) {
 		return fuse.EROFS
 	}
 	st, err := f.live.Link(f.caller(&in.InHeader), in.Oldnodeid, in.NodeId, name)
@@ -139,21 +150,21 @@ func (f *FS) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.Ent
 }
 
 func (f *FS) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	if readOnly(h.NodeId, name) {
+	if f.readOnly(h.NodeId, name) {
 		return fuse.EROFS
 	}
 	return f.status("unlink", f.live.Unlink(f.caller(h), h.NodeId, name))
 }
 
 func (f *FS) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	if readOnly(h.NodeId, name) {
+	if f.readOnly(h.NodeId, name) {
 		return fuse.EROFS
 	}
 	return f.status("rmdir", f.live.Rmdir(f.caller(h), h.NodeId, name))
 }
 
 func (f *FS) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	if readOnly(in.NodeId, oldName) || readOnly(in.Newdir, newName) {
+	if f.readOnly(in.NodeId, oldName) || f.readOnly(in.Newdir, newName) {
 		return fuse.EROFS
 	}
 	err := f.live.Rename(f.caller(&in.InHeader), in.NodeId, oldName, in.Newdir, newName, in.Flags)
@@ -163,6 +174,9 @@ func (f *FS) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName strin
 func (f *FS) Readlink(_ <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
 	get := f.live.Readlink
 	if isView(h.NodeId) && f.views != nil {
+		if f.viewDenied(h) {
+			return nil, fuse.EACCES
+		}
 		get = f.views.readlink // an absolute target is shown as stored
 	}
 	target, err := get(h.NodeId)
@@ -177,6 +191,9 @@ func (f *FS) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string, dest []b
 	// from memory, never from the store.
 	get := f.live.GetXattr
 	if isView(h.NodeId) && f.views != nil {
+		if f.viewDenied(h) {
+			return 0, fuse.EACCES
+		}
 		get = f.views.xattr
 	}
 	v, err := get(h.NodeId, attr)
@@ -195,6 +212,9 @@ func (f *FS) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string, dest []b
 func (f *FS) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
 	list := f.live.ListXattr
 	if isView(h.NodeId) && f.views != nil {
+		if f.viewDenied(h) {
+			return 0, fuse.EACCES
+		}
 		list = f.views.xattrNames
 	}
 	names, err := list(h.NodeId)
@@ -228,7 +248,11 @@ func (f *FS) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, attr string, data 
 	if len(data) > 64<<10 {
 		return fuse.Status(syscall.E2BIG)
 	}
-	err := f.live.SetXattr(f.caller(&in.InHeader), in.NodeId, attr, data, in.Flags)
+	flags := in.Flags
+	if in.SetXAttrFlags&fuse.SETXATTR_ACL_KILL_SGID != 0 {
+		flags |= tree.XattrKillSgid
+	}
+	err := f.live.SetXattr(f.caller(&in.InHeader), in.NodeId, attr, data, flags)
 	return f.status("setxattr", err)
 }
 
@@ -256,6 +280,15 @@ func (f *FS) StatFs(_ <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fu
 
 // readOnly reports whether a name may not be created or removed: anything
 // inside a view, and the view directory's own name in the root.
-func readOnly(parent uint64, name string) bool {
-	return isView(parent) || parent == tree.RootIno && name == ViewDir
+func (f *FS) readOnly(parent uint64, name string) bool {
+	return isView(parent) || parent == tree.RootIno && name == f.viewName
+}
+
+// viewDenied reports whether a request for a view must be refused: with
+// private history only the mount's owner and root reach the views. The
+// top directories' modes (0500) make the kernel refuse the rest first;
+// this check also covers names the kernel still has cached.
+func (f *FS) viewDenied(h *fuse.InHeader) bool {
+	v := f.views
+	return v != nil && v.private && h.Uid != 0 && h.Uid != v.owner
 }

@@ -28,7 +28,15 @@ type Options struct {
 	StoreDir string
 	// History serves the read-only views under .reynfs/ (nil: none).
 	History History
-	Debug   bool
+	// ViewsName names the views directory in the root (default ViewDir);
+	// the project must not have an entry of that name (CheckViewsName).
+	ViewsName string
+	// PrivateHistory limits the views to the mount's owner (the daemon's
+	// user) and root. Without it they are as open as the files they show:
+	// a view keeps each stored file's owner, mode and ACL, so nobody reads
+	// in the past what they could not read then.
+	PrivateHistory bool
+	Debug          bool
 }
 
 // FS serves a live tree over FUSE. Each handler translates the request,
@@ -44,6 +52,7 @@ type FS struct {
 	mountpoint string
 	conn       uint64 // the kernel's FUSE connection (fusectl.go)
 	views      *views
+	viewName   string
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
@@ -62,8 +71,12 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		live:          live, log: opts.Log, timeout: opts.Timeout, storeDir: opts.StoreDir, mountpoint: mountpoint,
 		handles: map[uint64]*handle{}, comms: map[uint32]string{},
 	}
+	f.viewName = opts.ViewsName
+	if f.viewName == "" {
+		f.viewName = ViewDir
+	}
 	if opts.History != nil {
-		f.views = newViews(opts.History)
+		f.views = newViews(opts.History, opts.PrivateHistory, uint32(os.Getuid()), uint32(os.Getgid()))
 	}
 	mo := &fuse.MountOptions{
 		FsName:            opts.FsName,
@@ -75,6 +88,12 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		Options:           []string{"default_permissions"},
 		AllowOther:        os.Geteuid() == 0,
 		Debug:             opts.Debug,
+		// POSIX ACLs as on ext4: the kernel enforces them (and turns on
+		// default_permissions); the umask, default-ACL inheritance and
+		// the mode an access ACL implies are ours (tree/acl.go), and
+		// SETXATTR_EXT carries the kernel's "clear setgid" flag.
+		EnableAcl:         true,
+		ExtraCapabilities: fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT,
 	}
 	srv, err := fuse.NewServer(f, mountpoint, mo)
 	if err != nil {

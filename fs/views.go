@@ -1,7 +1,10 @@
 package fs
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,10 +27,27 @@ type History interface {
 	Tree(seq uint64) (*tree.Tree, error)
 }
 
-// ViewDir is the name of the hidden directory of read-only history views.
-// readdir of the root never lists it, so find, grep -r and git add -A do
-// not descend into history; lookup, cd, ls, cat and cp -a work.
+// ViewDir is the default name of the hidden directory of read-only history
+// views (Options.ViewsName renames it). readdir of the root never lists
+// it, so find, grep -r and git add -A do not descend into history; lookup,
+// cd, ls, cat and cp -a work.
 const ViewDir = ".reynfs"
+
+// CheckViewsName refuses a views name that is not one path component, and
+// a project directory dir that has its own top-level entry of that name:
+// the views would hide it (and a readdir that listed it would hide the
+// views), so the mount must name the views differently.
+func CheckViewsName(dir, name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || len(name) > tree.MaxName {
+		return fmt.Errorf("views name %q: want one file name", name)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+		return fmt.Errorf("%s has its own %s, which the history views would hide; mount with --views-name NAME to name the views differently", dir, name)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("check %s: %w", filepath.Join(dir, name), err)
+	}
+	return nil
+}
 
 // Node ids of the views have the top bit set; a view tree's node id holds
 // its view index and the inode number inside it, and is also its st_ino,
@@ -45,18 +65,24 @@ const (
 func isView(nodeid uint64) bool { return nodeid&viewBit != 0 }
 
 type views struct {
-	hist  History
-	mu    sync.Mutex
-	bySeq map[uint64]uint64 // seq -> view index
-	seqOf []uint64          // view index -> seq (index 0 unused)
-	trees map[uint64]*tree.Tree
-	order []uint64 // view indexes by age, for a small cache
+	hist History
+	// private limits the views to owner and root: the directories above
+	// the view trees are theirs alone (0500), and the handlers refuse
+	// anyone else (FS.viewDenied).
+	private    bool
+	owner, gid uint32
+	mu         sync.Mutex
+	bySeq      map[uint64]uint64 // seq -> view index
+	seqOf      []uint64          // view index -> seq (index 0 unused)
+	trees      map[uint64]*tree.Tree
+	order      []uint64 // view indexes by age, for a small cache
 }
 
 const maxViewTrees = 8
 
-func newViews(h History) *views {
-	return &views{hist: h, bySeq: map[uint64]uint64{}, seqOf: []uint64{0}, trees: map[uint64]*tree.Tree{}}
+func newViews(h History, private bool, owner, gid uint32) *views {
+	return &views{hist: h, private: private, owner: owner, gid: gid,
+		bySeq: map[uint64]uint64{}, seqOf: []uint64{0}, trees: map[uint64]*tree.Tree{}}
 }
 
 func (v *views) index(seq uint64) uint64 {
@@ -115,21 +141,31 @@ func (v *views) node(nodeid uint64) (*tree.Tree, *tree.Node, error) {
 
 func nodeID(idx, ino uint64) uint64 { return viewBit | idx<<viewShift | ino }
 
-func dirStat(id uint64) tree.Stat {
-	return tree.Stat{Attr: tree.Attr{Ino: id, Mode: syscall.S_IFDIR | 0o555, Nlink: 2}}
+// topStat is the attributes of the directories and the timeline above the
+// view trees: everyone's to read, or with private views the owner's.
+func (v *views) topStat(id uint64, typ uint32, size uint64) tree.Stat {
+	a := tree.Attr{Ino: id, Mode: typ | 0o555, Nlink: 2, Size: size}
+	if typ == syscall.S_IFREG {
+		a.Mode, a.Nlink = typ|0o444, 1
+	}
+	if v.private {
+		a.Mode &^= 0o055
+		a.Uid, a.Gid = v.owner, v.gid
+	}
+	return tree.Stat{Attr: a}
 }
 
 // stat returns the attributes of a view node id.
 func (v *views) stat(id uint64) (tree.Stat, error) {
 	switch id {
 	case viewRoot, viewGens, viewSeqs:
-		return dirStat(id), nil
+		return v.topStat(id, syscall.S_IFDIR, 0), nil
 	case viewTimelne:
 		text, err := v.hist.Timeline()
 		if err != nil {
 			return tree.Stat{}, err
 		}
-		return tree.Stat{Attr: tree.Attr{Ino: id, Mode: syscall.S_IFREG | 0o444, Nlink: 1, Size: uint64(len(text))}}, nil
+		return v.topStat(id, syscall.S_IFREG, uint64(len(text))), nil
 	}
 	_, n, err := v.node(id)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/fs"
 )
 
 type mountOptions struct {
@@ -27,6 +28,8 @@ type mountOptions struct {
 	readyFd    int
 	newStore   bool // the spawning parent created the store folder
 	debug      bool
+	viewsName  string
+	private    bool
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -35,6 +38,8 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.store, "store", "", "store folder (default: $XDG_DATA_HOME/reynfs/<project>-<hash>)")
 	f.BoolVar(&o.foreground, "foreground", false, "stay attached; log to stderr too")
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	f.StringVar(&o.viewsName, "views-name", fs.ViewDir, "name the read-only history views `NAME` in the mount root (for a project with its own .reynfs)")
+	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
 	f.BoolVar(&o.newStore, "new-store", false, "")
@@ -77,6 +82,9 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	if err := daemon.ClearDeadMount(paths.Mountpoint); err != nil {
 		return err
 	}
+	if err := fs.CheckViewsName(paths.Dir, o.viewsName); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if o.foreground || o.readyFd != 0 {
 		return runDaemon(ctx, o, paths)
 	}
@@ -114,7 +122,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
 	logTightened(log, sd, paths.Store)
-	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx}
+	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx, ViewsName: o.viewsName, PrivateHistory: o.private}
 	switch {
 	case ready != nil:
 		cfg.Progress = throttle(func(files int, bytes int64) {
@@ -203,6 +211,10 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 	}
 	if sd.Created {
 		args = append(args, "--new-store")
+	}
+	args = append(args, "--views-name", o.viewsName)
+	if o.private {
+		args = append(args, "--private-history")
 	}
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}

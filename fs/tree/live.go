@@ -23,6 +23,10 @@ type Caller struct {
 	Comm string
 	Uid  uint32
 	Gid  uint32
+	// Umask is the caller's umask for a create, mkdir or mknod: with
+	// FUSE_DONT_MASK the kernel leaves it to the file system, which
+	// applies it only where no default ACL decides the mode.
+	Umask uint32
 }
 
 // Live is the tree the mount serves: the pure Tree plus the lock, the

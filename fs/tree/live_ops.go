@@ -94,6 +94,11 @@ func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 		}
 	}
 	if v := in.Valid &^ SetSize; v != 0 {
+		if v&journal.SetMode != 0 {
+			if err := l.chmodACL(c, n, in.Mode, now); err != nil {
+				return Stat{}, err
+			}
+		}
 		r := &journal.Record{Op: journal.OpSetattr, Ino: ino, Valid: v, Mode: in.Mode,
 			Uid: in.Uid, Gid: in.Gid, Atime: in.Atime, Mtime: in.Mtime, Time: now}
 		if err := l.commitNode(c, n, r); err != nil {
@@ -148,18 +153,26 @@ func (l *Live) newNode(c Caller, r *journal.Record) (Stat, error) {
 	if err != nil {
 		return Stat{}, err
 	}
-	r.Ino, r.Uid, r.Gid = ino, c.Uid, c.Gid
+	r.Ino, r.Uid, r.Gid, r.Time = ino, c.Uid, c.Gid, l.now()
+	var acls []*journal.Record
 	if r.Op == journal.OpMkdir || r.Op == journal.OpCreate {
+		p := l.t.nodes[r.Parent]
 		// setgid directories pass their group on, as on ext4.
-		if p := l.t.nodes[r.Parent]; p.Mode&syscall.S_ISGID != 0 {
+		if p.Mode&syscall.S_ISGID != 0 {
 			r.Gid = p.Gid
 			if r.Op == journal.OpMkdir {
 				r.Mode |= syscall.S_ISGID
 			}
 		}
+		acls = inheritACL(p, r, c.Umask)
 	}
 	if err := l.commit(c, r, nil); err != nil {
 		return Stat{}, err
+	}
+	for _, a := range acls {
+		if err := l.commit(c, a, nil); err != nil {
+			return Stat{}, err
+		}
 	}
 	l.ref(ino)
 	return stat(l.t.nodes[ino]), nil
@@ -252,7 +265,8 @@ func (l *Live) ListXattr(ino uint64) ([]string, error) {
 	return n.XattrNames(), nil
 }
 
-// SetXattr sets an extended attribute (flags XATTR_CREATE / XATTR_REPLACE).
+// SetXattr sets an extended attribute (flags XATTR_CREATE / XATTR_REPLACE,
+// and XattrKillSgid). The access ACL also sets the mode (live_acl.go).
 func (l *Live) SetXattr(c Caller, ino uint64, name string, value []byte, flags uint32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -260,8 +274,11 @@ func (l *Live) SetXattr(c Caller, ino uint64, name string, value []byte, flags u
 	if err != nil {
 		return err
 	}
+	if name == XattrACLAccess && aclMode(n.Mode) {
+		return l.setAccessACL(c, n, value, flags)
+	}
 	return l.commitNode(c, n, &journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: name,
-		XValue: append([]byte(nil), value...), Flags: flags})
+		XValue: append([]byte(nil), value...), Flags: flags &^ XattrKillSgid})
 }
 
 // RemoveXattr removes an extended attribute.

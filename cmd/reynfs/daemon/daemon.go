@@ -43,6 +43,10 @@ type Config struct {
 	// Ctx, if set, cancels the mount before it is ready (Ctrl-C during a
 	// long import): Start then fails and nothing is mounted.
 	Ctx context.Context
+	// ViewsName and PrivateHistory are fs.Options's (mount --views-name,
+	// --private-history).
+	ViewsName      string
+	PrivateHistory bool
 }
 
 // Daemon is one served workspace.
@@ -112,7 +116,7 @@ func Start(cfg Config) (*Daemon, error) {
 	rw := &rewind.Rewinder{J: j, Live: d.live, Agents: agents.NewRegistry(states)}
 	d.svc = &Service{J: j, Live: d.live, RW: rw}
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
-		History: history{d.svc}, Debug: cfg.Debug})
+		History: history{d.svc}, Debug: cfg.Debug, ViewsName: cfg.ViewsName, PrivateHistory: cfg.PrivateHistory})
 	if err != nil {
 		return fail(err)
 	}
