@@ -69,8 +69,8 @@ func hcMount(t *testing.T, dir, store string) *Mount {
 	return m
 }
 
-// asNobody runs argv as user nobody, bounded to 20 s.
-func asNobody(t *testing.T, env []string, argv ...string) Result {
+// nobodyExec runs argv as user nobody, bounded to 20 s.
+func nobodyExec(t *testing.T, env []string, argv ...string) Result {
 	t.Helper()
 	cmd := exec.Command("setpriv", append([]string{"--reuid=" + strconv.Itoa(nobody), "--regid=" + strconv.Itoa(nobody), "--clear-groups"}, argv...)...)
 	cmd.Dir = "/"
@@ -198,7 +198,7 @@ func TestControlSocketRefusesOtherUsers(t *testing.T) {
 	writeFile(t, client, []byte(hcClient), 0o644)
 
 	// As mounted: the store folder keeps nobody away from the socket.
-	if r := asNobody(t, nil, "perl", client, sock, `{"op":"status"}`); !strings.Contains(r.Stdout, "Permission denied") {
+	if r := nobodyExec(t, nil, "perl", client, sock, `{"op":"status"}`); !strings.Contains(r.Stdout, "Permission denied") {
 		t.Errorf("nobody connecting to %s (store 0700): %q %q; want Permission denied", sock, r.Stdout, r.Stderr)
 	}
 	// Open both up: the daemon itself must still refuse.
@@ -216,7 +216,7 @@ func TestControlSocketRefusesOtherUsers(t *testing.T) {
 		`{"op":"log"}`,
 		`{"op":"unmount"}`,
 	} {
-		r := asNobody(t, nil, "perl", client, sock, req)
+		r := nobodyExec(t, nil, "perl", client, sock, req)
 		if !strings.Contains(r.Stdout, "refused") || strings.Contains(r.Stdout, `"generation"`) || strings.Contains(r.Stdout, `"status"`) {
 			t.Errorf("nobody sending %s to root's socket: answer %q (stderr %q); want a refusal", req, r.Stdout, r.Stderr)
 		}
@@ -229,7 +229,7 @@ func TestControlSocketRefusesOtherUsers(t *testing.T) {
 		{"log", "--store", m.Store},
 		{"unmount", "--store", m.Store},
 	} {
-		r := asNobody(t, nil, append([]string{bin}, args...)...)
+		r := nobodyExec(t, nil, append([]string{bin}, args...)...)
 		what := "as nobody: reynfs " + strings.Join(args, " ")
 		if r.Code == 0 || r.Code == 5 || !strings.Contains(r.Stderr, "refused") || strings.Count(r.Stderr, "\n") != 1 {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want a one-line refusal", what, r.Code, r.Stdout, r.Stderr)
