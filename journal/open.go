@@ -69,6 +69,15 @@ func Open(dir string, opts Options) (*Journal, error) {
 }
 
 func open(dir string, opts Options) (*Journal, error) {
+	man, err := readManifest(ManifestPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil && man != nil && man.Durable > 0 {
+		// Badger's files are gone: refuse before creating anything.
+		return nil, fmt.Errorf("%w: store lost acknowledged history: manifest %s says durable through seq %d%s, but %s holds no Badger store",
+			ErrCorrupt, ManifestPath(dir), man.Durable, genNote(man), dir)
+	}
 	if opts.ReadOnly {
 		if err := checkExisting(dir); err != nil {
 			return nil, err
@@ -76,16 +85,8 @@ func open(dir string, opts Options) (*Journal, error) {
 	} else if err := checkDir(dir); err != nil {
 		return nil, err
 	}
-	man, err := readManifest(ManifestPath(dir))
-	if err != nil {
-		return nil, err
-	}
 	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
-		// A new store, or one whose Badger files are gone.
-		if man != nil && man.Durable > 0 {
-			return nil, fmt.Errorf("%w: store lost acknowledged history: manifest %s says durable through seq %d%s, but %s holds no Badger store",
-				ErrCorrupt, ManifestPath(dir), man.Durable, genNote(man), dir)
-		}
+		// A new store.
 		if opts.ReadOnly {
 			return nil, fmt.Errorf("%w: %s holds no Badger store", ErrCorrupt, dir)
 		}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
@@ -20,10 +18,7 @@ func call(o storeOptions, dir string, req daemon.Request) (*daemon.Response, err
 	if !errors.Is(err, daemon.ErrNotRunning) {
 		return resp, err
 	}
-	if _, serr := os.Stat(daemon.DBPath(store)); serr != nil {
-		return nil, fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
-	}
-	j, err := openOffline(store, lookOnly[req.Op])
+	j, err := openOffline(dir, store, lookOnly[req.Op])
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/rs/zerolog"
 
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
@@ -20,8 +23,17 @@ var lookOnly = map[string]bool{
 // openOffline opens the store of an unmounted workspace: read-only for a
 // look-only request, else writable (and re-indexes the generations a
 // crash left unindexed, which a read-only open cannot do).
-func openOffline(store string, readOnly bool) (*journal.Journal, error) {
-	j, err := journal.Open(daemon.DBPath(store), journal.Options{Logger: zerolog.Nop(), ReadOnly: readOnly})
+// A store folder with neither a Badger directory nor a manifest is not a
+// store (usage error); one with a manifest alone lost its history, which
+// journal.Open reports.
+func openOffline(dir, store string, readOnly bool) (*journal.Journal, error) {
+	db := daemon.DBPath(store)
+	if _, err := os.Stat(db); err != nil {
+		if _, merr := os.Lstat(journal.ManifestPath(db)); merr != nil {
+			return nil, fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
+		}
+	}
+	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: readOnly})
 	if err != nil {
 		return nil, err
 	}
