@@ -104,6 +104,9 @@ func TestOpenRefusesLostHistory(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "lost acknowledged history") {
 		t.Fatalf("open with the Badger directory gone = %v", err)
 	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused open created %s (%v): a new, empty store", dir, err)
+	}
 }
 
 func TestReadOnlyOpenAfterCrash(t *testing.T) {
