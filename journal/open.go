@@ -75,8 +75,12 @@ func open(dir string, opts Options) (*Journal, error) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil && man != nil && man.Durable > 0 {
 		// Badger's files are gone: refuse before creating anything.
-		return nil, fmt.Errorf("%w: store lost acknowledged history: manifest %s says durable through seq %d%s, but %s holds no Badger store",
-			ErrCorrupt, ManifestPath(dir), man.Durable, genNote(man), dir)
+		what := "no Badger store"
+		if err := checkContents(dir); err != nil && errors.Is(err, ErrCorrupt) {
+			what = strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")
+		}
+		return nil, fmt.Errorf("%w: store lost acknowledged history: manifest %s says durable through seq %d%s, but %s %s",
+			ErrCorrupt, ManifestPath(dir), man.Durable, genNote(man), dir, what)
 	}
 	if opts.ReadOnly {
 		if err := checkExisting(dir); err != nil {
@@ -300,10 +304,15 @@ func checkExisting(dir string) error {
 // files but no Badger manifest: Badger would otherwise make a store among
 // someone else's files.
 func checkDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return os.MkdirAll(dir, 0o700)
 	}
+	return checkContents(dir)
+}
+
+// checkContents is checkDir without creating anything.
+func checkContents(dir string) error {
+	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
