@@ -18,7 +18,7 @@ func call(o storeOptions, dir string, req daemon.Request) (*daemon.Response, err
 	if !errors.Is(err, daemon.ErrNotRunning) {
 		return resp, err
 	}
-	j, err := openOffline(dir, store, lookOnly[req.Op])
+	j, err := openOffline(dir, store, lookOnly(req))
 	if err != nil {
 		return nil, err
 	}

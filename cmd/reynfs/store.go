@@ -11,13 +11,18 @@ import (
 	"github.com/reynfs/reynfs/rewind"
 )
 
-// lookOnly are the requests that only read a store: on an unmounted store
-// they open it read-only and never write a byte of it (a damaged store
-// stays as it was for fsck and salvage). mount, rewind, gc and agent save
-// open it writable.
-var lookOnly = map[string]bool{
-	"log": true, "diff": true, "show": true, "export": true, "store-status": true,
-	"agent-list": true, "agent-show": true,
+// lookOnly reports whether a request only reads a store. On an unmounted
+// store such a request opens it read-only and never writes a byte of it
+// (a damaged store stays as it was, for fsck and salvage); mount, rewind,
+// gc and agent save open it writable.
+func lookOnly(req daemon.Request) bool {
+	switch req.Op {
+	case "log", "diff", "show", "export", "store-status", "agent-list", "agent-show":
+		return true
+	case "rewind":
+		return req.Dry // a dry run only reads
+	}
+	return false
 }
 
 // openOffline opens the store of an unmounted workspace: read-only for a

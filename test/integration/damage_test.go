@@ -3,8 +3,9 @@ package integration
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -16,13 +17,14 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
 
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/journal"
 )
 
 // damageProject fills a project directory with files of random content
-// (about 2.5 MB, so the value log holds real data) and returns them.
+// (about 1.2 MB, so the value log holds real data) and returns them.
 func damageProject(t *testing.T) (string, map[string][]byte) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "proj")
@@ -31,8 +33,8 @@ func damageProject(t *testing.T) (string, map[string][]byte) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	files := map[string][]byte{}
-	for i := range 12 {
-		data := make([]byte, 150_000+i*10_000)
+	for i := range 8 {
+		data := make([]byte, 120_000+i*10_000)
 		for k := range data {
 			data[k] = byte(rng.Uint32())
 		}
@@ -75,8 +77,10 @@ func historyThenKill(t *testing.T, dir string, files map[string][]byte, tables b
 	return m, head
 }
 
-// storeFiles hashes every regular file of the store except the daemon's
-// log (which a refused mount appends its one line to).
+// storeFiles fingerprints every regular file of the store except the
+// daemon's log (which a refused mount appends its one line to): size,
+// mtime and ctime, and a hash of its data extents (Badger's files are
+// large and sparse; holes read as zeros and are skipped).
 func storeFiles(t *testing.T, store string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -84,16 +88,56 @@ func storeFiles(t *testing.T, store string) map[string]string {
 		if err != nil || !e.Type().IsRegular() || e.Name() == "reynfs.log" {
 			return err
 		}
-		b, err := os.ReadFile(p)
-		if err != nil {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
 			return err
 		}
-		sum := sha256.Sum256(b)
-		out[p] = hex.EncodeToString(sum[:8])
+		h := sha256.New()
+		for _, x := range dataExtents(t, p) {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(h, io.NewSectionReader(f, x[0], x[1]-x[0]))
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+		out[p] = fmt.Sprintf("size %d mtime %d.%d ctime %d.%d data %x", st.Size, st.Mtim.Sec, st.Mtim.Nsec,
+			st.Ctim.Sec, st.Ctim.Nsec, h.Sum(nil)[:8])
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// dataExtents lists a file's data ranges [start, end) (SEEK_DATA/SEEK_HOLE).
+func dataExtents(t *testing.T, path string) [][2]int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][2]int64
+	for off := int64(0); off < fi.Size(); {
+		data, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+		if err != nil {
+			break // ENXIO: no data after off
+		}
+		hole, err := unix.Seek(int(f.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			hole = fi.Size()
+		}
+		out = append(out, [2]int64{data, hole})
+		off = hole
 	}
 	return out
 }
@@ -130,13 +174,24 @@ func noTrace(t *testing.T, what string, r Result) {
 // dataEnd returns the offset past the last non-zero byte of a file.
 func dataEnd(t *testing.T, path string) int64 {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	xs := dataExtents(t, path)
+	if len(xs) == 0 {
+		return 0
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] != 0 {
-			return int64(i + 1)
+	defer f.Close()
+	for i := len(xs) - 1; i >= 0; i-- {
+		b := make([]byte, xs[i][1]-xs[i][0])
+		if _, err := f.ReadAt(b, xs[i][0]); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		for k := len(b) - 1; k >= 0; k-- {
+			if b[k] != 0 {
+				return xs[i][0] + int64(k) + 1
+			}
 		}
 	}
 	return 0
