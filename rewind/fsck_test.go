@@ -117,3 +117,17 @@ func TestFsckNamesDamage(t *testing.T) {
 		}
 	}
 }
+
+// TestFsckEmptyStore: a store whose first import never committed anything
+// is not damaged.
+func TestFsckEmptyStore(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	j := openJournal(t, db)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := fsckRO(t, db)
+	if r.Damaged() {
+		t.Fatalf("empty store: %+v", r)
+	}
+}
