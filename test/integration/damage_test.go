@@ -379,9 +379,14 @@ func TestBadChunkIsEIO(t *testing.T) {
 	if !strings.Contains(m.Log(), h.String()) {
 		t.Errorf("daemon log does not name the bad chunk %s:\n%s", h, m.LogTail(5))
 	}
+	r := m.Run("fsck", "--store", m.Store) // refused while mounted
+	noTrace(t, "fsck of a mounted store", r)
+	if r.Code != 3 || !strings.Contains(r.Stderr, "unmount") {
+		t.Errorf("fsck of a mounted store: exit %d (%s), want 3 asking to unmount", r.Code, r.Stderr)
+	}
 	m.Unmount()
 
-	r := m.Run("fsck", "--store", m.Store)
+	r = m.Run("fsck", "--store", m.Store)
 	noTrace(t, "fsck", r)
 	if r.Code != 1 || !strings.Contains(r.Stdout, "/f3") || !strings.Contains(r.Stdout, h.Short()) {
 		t.Fatalf("fsck: exit %d, want 1 naming /f3 and %s:\n%s%s", r.Code, h.Short(), r.Stdout, r.Stderr)
