@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reynfs/reynfs/cas"
 )
@@ -219,4 +220,33 @@ func sameSums(a, b map[string][32]byte) bool {
 		}
 	}
 	return true
+}
+
+// TestManifestMarks: a synced generation is in the manifest when Sync
+// returns; a durable seq that moved alone follows within the interval.
+func TestManifestMarks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	j := openT(t, dir, Options{})
+	defer j.Close()
+	g := &Record{Op: OpGeneration, GenKind: "manual", Root: cas.Sum([]byte("root"))}
+	j.Enqueue(g, nil)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Gen != g.Seq || m.Durable < g.Seq {
+		t.Fatalf("after a synced generation at seq %d the manifest says %+v (%v)", g.Seq, m, err)
+	}
+	p := j.Enqueue(&Record{Op: OpUnlink, Parent: 1, Name: "x"}, nil)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		m, err := readManifest(ManifestPath(dir))
+		if err == nil && m.Durable == p.Seq() && m.Gen == g.Seq {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("manifest %+v (%v), want durable seq %d", m, err, p.Seq())
+		}
+	}
 }

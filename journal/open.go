@@ -255,8 +255,7 @@ func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
 		}
 	}
 	j := start(db, next, opts)
-	j.manifest = *man
-	j.manifestPath = ManifestPath(dir)
+	j.marks = newMarks(ManifestPath(dir), *man, opts.Logger)
 	return j, nil
 }
 
