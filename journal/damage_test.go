@@ -250,3 +250,24 @@ func TestManifestMarks(t *testing.T) {
 		}
 	}
 }
+
+// TestDamagedManifest: a manifest that does not parse refuses the store
+// (the marks cannot be checked), and fsck's Damaged open reports it.
+func TestDamagedManifest(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	writeSome(t, dir, 3)
+	if err := os.WriteFile(ManifestPath(dir), []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "manifest") {
+		t.Fatalf("open with a garbage manifest = %v", err)
+	}
+	j, err := Open(dir, Options{ReadOnly: true, Damaged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if d := j.Damage(); len(d) != 1 || !strings.Contains(d[0], "manifest") {
+		t.Fatalf("Damage() = %q", d)
+	}
+}

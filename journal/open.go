@@ -70,7 +70,10 @@ func Open(dir string, opts Options) (*Journal, error) {
 
 func open(dir string, opts Options) (*Journal, error) {
 	man, err := readManifest(ManifestPath(dir))
-	if err != nil {
+	var pre []string // damage a Damaged open goes past
+	if err != nil && opts.ReadOnly && opts.Damaged && errors.Is(err, ErrCorrupt) {
+		pre, man = append(pre, oneLine(err.Error())), nil
+	} else if err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil && man != nil && man.Durable > 0 {
@@ -102,7 +105,7 @@ func open(dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	if opts.ReadOnly {
-		ro.damage = damage
+		ro.damage = append(pre, damage...)
 		return ro, nil
 	}
 	return openWritable(dir, opts, man)
@@ -171,8 +174,11 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		return checkMarks(txn, man, high)
 	})
 	if err != nil {
-		if errors.Is(err, ErrFormat) || !errors.Is(err, ErrCorrupt) {
+		if errors.Is(err, ErrFormat) {
 			return fail(err)
+		}
+		if !errors.Is(err, ErrCorrupt) { // Badger could not read what it listed
+			err = fmt.Errorf("%w: %s", ErrCorrupt, oneLine(err.Error()))
 		}
 		if err := note(err); err != nil {
 			return fail(err)
