@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
@@ -34,7 +35,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, journal.ErrLocked):
 		return exitLocked
-	case errors.Is(err, journal.ErrCorrupt), errors.Is(err, journal.ErrFormat):
+	case errors.Is(err, journal.ErrCorrupt), errors.Is(err, journal.ErrFormat), errors.Is(err, cas.ErrCorrupt):
 		return exitStore
 	case errors.Is(err, daemon.ErrNotRunning):
 		return exitNoDaemon
