@@ -392,3 +392,43 @@ func TestBadChunkIsEIO(t *testing.T) {
 		t.Fatalf("fsck: exit %d, want 1 naming /f3 and %s:\n%s%s", r.Code, h.Short(), r.Stdout, r.Stderr)
 	}
 }
+
+// TestLookOnlyCommandsDoNotWrite runs every look-only command on a store
+// its daemon left unclosed (kill -9): they answer, and not a byte of the
+// store changes (a writable open would replay and truncate its logs).
+// The store then mounts, and its generations are all there.
+func TestLookOnlyCommandsDoNotWrite(t *testing.T) {
+	dir, files := damageProject(t)
+	m, head := historyThenKill(t, dir, files, false)
+	m.skipFsck = false // undamaged: cleanup's fsck must find it clean
+	before := storeFiles(t, m.Store)
+	out := filepath.Join(t.TempDir(), "export")
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"status", dir}, 5},
+		{[]string{"log", "--all", "--wal"}, 0},
+		{[]string{"show", "g2"}, 0},
+		{[]string{"diff", "g1", "g2"}, 0},
+		{[]string{"export", "g2", out}, 0},
+		{[]string{"agent", "list"}, 0},
+		{[]string{"rewind", "g1", "--dry-run"}, 0},
+		{[]string{"fsck"}, 0},
+	} {
+		r := m.Run(append(c.args, "--store", m.Store)...)
+		noTrace(t, c.args[0], r)
+		if r.Code != c.code {
+			t.Errorf("reynfs %s: exit %d, want %d: %s", strings.Join(c.args, " "), r.Code, c.code, r.Stderr)
+		}
+		sameFiles(t, "reynfs "+strings.Join(c.args, " "), before, storeFiles(t, m.Store))
+	}
+	if got, err := os.ReadFile(filepath.Join(out, "later.txt")); err != nil || !bytes.Equal(got, head["later.txt"]) {
+		t.Errorf("export of g2 from the unclosed store: later.txt %v", err)
+	}
+	m.Mount()
+	if got, err := os.ReadFile(filepath.Join(dir, "later.txt")); err != nil || !bytes.Equal(got, head["later.txt"]) {
+		t.Errorf("after the look-only commands the mount lost later.txt: %v", err)
+	}
+	m.Unmount()
+}
