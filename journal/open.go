@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"github.com/rs/zerolog"
 )
 
@@ -48,7 +49,11 @@ func badgerOptions(dir string, log zerolog.Logger) badger.Options {
 		WithNumCompactors(2).
 		WithValueLogFileSize(128 << 20).
 		WithDetectConflicts(false).
-		WithMetricsEnabled(false)
+		WithMetricsEnabled(false).
+		// A damaged table block is an error, not garbage keys (or a
+		// panic in whatever goroutine decodes them); blocks are checked
+		// once, when they enter the block cache.
+		WithChecksumVerificationMode(options.OnBlockRead)
 }
 
 // ErrReadOnly: the journal was opened read-only and refuses writes.
@@ -78,7 +83,7 @@ func open(dir string, opts Options) (*Journal, error) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil && man != nil && man.Durable > 0 {
 		// Badger's files are gone: refuse before creating anything.
-		what := "no Badger store"
+		what := "holds no Badger store"
 		if err := checkContents(dir); err != nil && errors.Is(err, ErrCorrupt) {
 			what = strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")
 		}
@@ -179,6 +184,9 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		}
 		if !errors.Is(err, ErrCorrupt) { // Badger could not read what it listed
 			err = fmt.Errorf("%w: %s", ErrCorrupt, oneLine(err.Error()))
+		}
+		if _, terr := checkTables(dir, true); terr != nil {
+			err = terr // a damaged block hides keys: name the table, not the symptom
 		}
 		if err := note(err); err != nil {
 			return fail(err)

@@ -266,6 +266,11 @@ func TestDamagedStore(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, ".sst"},
+		{"sst-flip", true, func(t *testing.T, store string) {
+			s := newestFile(t, store, ".sst")
+			fi, _ := os.Stat(s)
+			flip(t, s, fi.Size()/4)
+		}, "corrupt"},
 		{"db-gone", false, func(t *testing.T, store string) {
 			if err := os.RemoveAll(filepath.Join(store, "db")); err != nil {
 				t.Fatal(err)
@@ -284,6 +289,7 @@ func TestDamagedStore(t *testing.T) {
 			if r.Code != 4 || !strings.Contains(r.Stderr, c.want) {
 				t.Fatalf("mount of a damaged store: exit %d, stderr %q; want exit 4 naming %q", r.Code, r.Stderr, c.want)
 			}
+			t.Logf("mount refused: %s", strings.TrimSpace(r.Stderr))
 			if isMounted(dir) {
 				t.Fatal("the damaged store was mounted")
 			}
