@@ -84,6 +84,9 @@ func TestScanLog(t *testing.T) {
 		{"prefix copied", join(head, t1, t2, t3[:17], pad), whole, false},
 		{"head copied last", join(head, t1, t2, torn(t3, func(i int) bool { return i > 20 && i < 40 }), pad), whole, false},
 		{"cut at EOF", join(head, t1, t2, t3[:30]), whole, false},
+		// File content that holds an older Badger log, torn: not damage.
+		{"torn entry holding a log", join(head, t1, t2, torn(logEntry(0, []byte("okey\x00\x00\x00\x00\x00\x00\x00\x09"),
+			join(logTxn(0, "foreign"), pad[:64])), func(i int) bool { return i > 12 }), pad), whole, false},
 		{"flip in a middle txn", join(head, flipped(t1, 40), t2, t3, pad), logFileHeader, true},
 		{"flip in a header", join(head, t1, flipped(t2, 3), t3, pad), int64(logFileHeader + len(t1)), true},
 		{"flip in the last txn", join(head, t1, t2, flipped(t3, 10), pad), whole, true},
