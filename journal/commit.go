@@ -201,7 +201,9 @@ func (j *Journal) Sync() error {
 			return fmt.Errorf("sync: %w", err)
 		}
 		s.synced = max(s.synced, covers)
-		j.markDurable(seq) // the store manifest's durable marks
+		if j.marks != nil {
+			j.marks.durable(seq) // the store manifest's durable marks
+		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reynfs/reynfs/cas"
 )
@@ -103,6 +104,9 @@ func TestOpenRefusesLostHistory(t *testing.T) {
 	_, err := Open(dir, Options{})
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "lost acknowledged history") {
 		t.Fatalf("open with the Badger directory gone = %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused open created %s (%v): a new, empty store", dir, err)
 	}
 }
 
@@ -216,4 +220,54 @@ func sameSums(a, b map[string][32]byte) bool {
 		}
 	}
 	return true
+}
+
+// TestManifestMarks: a synced generation is in the manifest when Sync
+// returns; a durable seq that moved alone follows within the interval.
+func TestManifestMarks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	j := openT(t, dir, Options{})
+	defer j.Close()
+	g := &Record{Op: OpGeneration, GenKind: "manual", Root: cas.Sum([]byte("root"))}
+	j.Enqueue(g, nil)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Gen != g.Seq || m.Durable < g.Seq {
+		t.Fatalf("after a synced generation at seq %d the manifest says %+v (%v)", g.Seq, m, err)
+	}
+	p := j.Enqueue(&Record{Op: OpUnlink, Parent: 1, Name: "x"}, nil)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		m, err := readManifest(ManifestPath(dir))
+		if err == nil && m.Durable == p.Seq() && m.Gen == g.Seq {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("manifest %+v (%v), want durable seq %d", m, err, p.Seq())
+		}
+	}
+}
+
+// TestDamagedManifest: a manifest that does not parse refuses the store
+// (the marks cannot be checked), and fsck's Damaged open reports it.
+func TestDamagedManifest(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	writeSome(t, dir, 3)
+	if err := os.WriteFile(ManifestPath(dir), []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "manifest") {
+		t.Fatalf("open with a garbage manifest = %v", err)
+	}
+	j, err := Open(dir, Options{ReadOnly: true, Damaged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if d := j.Damage(); len(d) != 1 || !strings.Contains(d[0], "manifest") {
+		t.Fatalf("Damage() = %q", d)
+	}
 }

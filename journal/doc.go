@@ -87,10 +87,15 @@
 //   - The store manifest, a small file beside the Badger directory
 //     (ManifestPath: dir + ".manifest"), holds the format version, the
 //     store id (also under "m/id" in Badger), the highest synced seq and
-//     the seq of the newest synced generation. Sync rewrites it after
-//     every db.Sync (temp file O_EXCL, fsync, rename, fsync of the
-//     directory; read with O_NOFOLLOW). It only ever claims what a
-//     completed sync made durable, so a power cut never makes it lie.
+//     the seq of the newest synced generation. After every db.Sync a
+//     writer goroutine rewrites it (temp file O_EXCL, fsync, rename,
+//     fsync of the directory; read with O_NOFOLLOW): at once, and before
+//     Sync returns, when a generation became durable; at most every
+//     100 ms when only the durable seq moved, so FUSE fsyncs do not pay
+//     for its fsyncs. It only ever claims what a completed sync made
+//     durable, so a power cut never makes it lie; it may lag by that
+//     interval, and a loss of only the last such interval of synced
+//     records is not detected.
 //   - Before Badger touches an existing store, scanLogs replays each WAL
 //     and the newest value log as Badger would and refuses (ErrCorrupt,
 //     naming the file and offset) when a whole entry lies past the point

@@ -41,13 +41,10 @@ type Journal struct {
 	closed  bool
 
 	// Durable marks and read-only opens (manifest.go, readonly.go).
-	readOnly     bool
-	shadow       *shadow
-	damage       []string
-	manMu        sync.Mutex
-	manifest     Manifest
-	manifestPath string   // "" when read-only
-	gens         []uint64 // generation seqs enqueued, not yet synced
+	readOnly bool
+	shadow   *shadow
+	damage   []string
+	marks    *marks // nil when read-only
 }
 
 // Stats are running counters, for benchmarks and `reynfs status`.
@@ -157,8 +154,8 @@ func (j *Journal) Enqueue(r *Record, blobs []cas.Blob) *Pending {
 	}
 	j.next++
 	j.head.Store(r.Seq)
-	if r.Op == OpGeneration {
-		j.noteGenerationLocked(r.Seq)
+	if r.Op == OpGeneration && j.marks != nil {
+		j.marks.noteGeneration(r.Seq)
 	}
 	b := j.addLocked(item{seq: r.Seq, reset: r.Op == OpReset, val: val, blobs: blobs})
 	return &Pending{seq: r.Seq, b: b}
@@ -250,6 +247,9 @@ func (j *Journal) Close() error {
 	closeErr := j.db.Close()
 	if j.shadow != nil {
 		j.shadow.close()
+	}
+	if j.marks != nil {
+		j.marks.close() // the final durable marks
 	}
 	switch {
 	case failed != nil:

@@ -95,7 +95,7 @@ func scanLogBytes(b []byte, lastNonZero func(from int64) int64) logScan {
 		return s
 	}
 	off := int64(logFileHeader)
-	var txn uint64
+	var txn, lastTs uint64
 	for off < s.Size {
 		n, meta, key, val, whole := logEntryAt(b, off)
 		if !whole || len(key) == 0 {
@@ -123,6 +123,7 @@ func scanLogBytes(b []byte, lastNonZero func(from int64) int64) logScan {
 			s.End = off + n
 		}
 		s.Entries++
+		lastTs = max(lastTs, keyTs(key))
 		off += n
 	}
 	// Past End: walk the whole entries a torn transaction left; a
@@ -145,12 +146,16 @@ func scanLogBytes(b []byte, lastNonZero func(from int64) int64) logScan {
 	}
 	// One entry may be torn: Go's copy of a large buffer stores its head
 	// last, so a torn entry can be zeros then data, in any mix. A whole
-	// entry anywhere after it, though, is data a crash did not leave.
+	// entry anywhere after it, though, is data a crash did not leave —
+	// unless it is file content that happens to hold a Badger log (a
+	// workspace may keep one): such an entry's version is unrelated to
+	// this log's, so only one no older than the last replayed entry
+	// counts.
 	for q := off + 1; q <= last; q++ {
 		if !plausibleHeader(b[q:]) {
 			continue
 		}
-		if _, _, key, _, whole := logEntryAt(b, q); whole && len(key) > 0 {
+		if _, _, key, _, whole := logEntryAt(b, q); whole && len(key) > 0 && keyTs(key) >= lastTs {
 			s.Damage = fmt.Sprintf("bad entry at offset %d, and a whole entry at offset %d after it", off, q)
 			return s
 		}

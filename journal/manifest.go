@@ -1,17 +1,21 @@
 package journal
 
 import (
+	"sync"
+
 	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/rs/zerolog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Manifest is the store's own record of how far it had synced, kept in a
@@ -28,6 +32,10 @@ type Manifest struct {
 }
 
 const manifestMagic = "reynfs-store-manifest"
+
+// manifestInterval spaces manifest writes whose only news is a higher
+// durable seq.
+const manifestInterval = 100 * time.Millisecond
 
 // keyID holds the store id in Badger, so that a manifest is only ever
 // compared with the store it was written for.
@@ -166,43 +174,128 @@ func (j *Journal) ReadOnly() bool { return j.readOnly }
 // synced: a store with history and an empty journal lost it, and must not
 // be treated as new (Open already refuses it; callers that would import
 // into an empty store check again).
-func (j *Journal) HadHistory() bool { return j.manifest.Durable > 0 }
+func (j *Journal) HadHistory() bool {
+	if j.marks == nil {
+		return false
+	}
+	j.marks.mu.Lock()
+	defer j.marks.mu.Unlock()
+	return j.marks.want.Durable > 0
+}
+
+// marks keeps the manifest's durable marks up to date. Sync reports each
+// seq it made durable (durable); a goroutine of its own rewrites the
+// manifest with the newest marks, so a sync never waits for the
+// manifest's own three fsyncs, which would otherwise compete with every
+// FUSE fsync (BenchmarkAppendSync: 177 µs per synced append without the
+// manifest, 499 µs with a write per sync). A new generation is written at
+// once; a durable seq that moved alone at most every manifestInterval.
+// The manifest so lags the store by at most that interval and one write,
+// and never claims more than a completed sync made durable.
+type marks struct {
+	path string
+	log  zerolog.Logger
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	gens   []uint64  // generation seqs enqueued, not yet synced
+	want   Manifest  // what the manifest should say
+	have   Manifest  // what it says
+	failed Manifest  // the last write that failed (not retried until marks move)
+	last   time.Time // when the last write started
+	timer  bool      // a wake-up at the end of the interval is pending
+	stop   bool
+	done   chan struct{}
+}
+
+func newMarks(path string, m Manifest, log zerolog.Logger) *marks {
+	k := &marks{path: path, log: log, want: m, have: m, done: make(chan struct{})}
+	k.cond = sync.NewCond(&k.mu)
+	go k.loop()
+	return k
+}
 
 // noteGeneration remembers a generation record's seq until a sync makes
-// it durable (called with j.mu held).
-func (j *Journal) noteGenerationLocked(seq uint64) {
-	if j.manifestPath != "" {
-		j.gens = append(j.gens, seq)
+// it durable.
+func (k *marks) noteGeneration(seq uint64) {
+	k.mu.Lock()
+	k.gens = append(k.gens, seq)
+	k.mu.Unlock()
+}
+
+// durable records that every seq up to seq is synced. When that makes a
+// new generation durable, it returns once the manifest says so: a
+// checkpoint or rewind is acknowledged only after its marks are recorded.
+func (k *marks) durable(seq uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	gen := k.want.Gen
+	n := 0
+	for ; n < len(k.gens) && k.gens[n] <= seq; n++ {
+		gen = max(gen, k.gens[n])
+	}
+	k.gens = k.gens[n:]
+	k.want.Durable = max(k.want.Durable, seq)
+	if gen == k.want.Gen {
+		k.cond.Broadcast()
+		return
+	}
+	k.want.Gen = gen
+	k.cond.Broadcast()
+	for k.have.Gen < gen && k.failed.Gen < gen && !k.stop {
+		k.cond.Wait()
 	}
 }
 
-// markDurable records in the manifest that every seq up to seq is synced.
-// A failure is logged, not returned: a manifest that lags only claims
-// less than the store holds, which open accepts.
-func (j *Journal) markDurable(seq uint64) {
-	if j.manifestPath == "" {
-		return
+func (k *marks) loop() {
+	defer close(k.done)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for {
+		for (k.want == k.have || k.want == k.failed) && !k.stop {
+			k.cond.Wait()
+		}
+		if k.want == k.have || k.want == k.failed {
+			return // stopping, nothing (more) to write
+		}
+		if d := manifestInterval - time.Since(k.last); d > 0 && k.want.Gen == k.have.Gen && !k.stop {
+			// Only the durable seq moved: wait out the interval (a new
+			// generation or close writes at once).
+			if !k.timer {
+				k.timer = true
+				time.AfterFunc(d, func() {
+					k.mu.Lock()
+					k.timer = false
+					k.cond.Broadcast()
+					k.mu.Unlock()
+				})
+			}
+			k.cond.Wait()
+			continue
+		}
+		w := k.want
+		k.last = time.Now()
+		k.mu.Unlock()
+		err := writeManifest(k.path, &w)
+		k.mu.Lock()
+		if err != nil {
+			// A manifest that lags only claims less than the store
+			// holds, which open accepts.
+			k.log.Error().Err(err).Uint64("seq", w.Durable).Msg("store manifest not updated")
+			k.failed = w
+			k.cond.Broadcast()
+			continue
+		}
+		k.have = w
+		k.cond.Broadcast() // durable may wait for a generation's marks
 	}
-	j.mu.Lock()
-	gen := uint64(0)
-	k := 0
-	for ; k < len(j.gens) && j.gens[k] <= seq; k++ {
-		gen = j.gens[k]
-	}
-	j.gens = j.gens[k:]
-	j.mu.Unlock()
+}
 
-	j.manMu.Lock()
-	defer j.manMu.Unlock()
-	if seq <= j.manifest.Durable && gen <= j.manifest.Gen {
-		return
-	}
-	m := j.manifest
-	m.Durable = max(m.Durable, seq)
-	m.Gen = max(m.Gen, gen)
-	if err := writeManifest(j.manifestPath, &m); err != nil {
-		j.log.Error().Err(err).Uint64("seq", seq).Msg("store manifest not updated")
-		return
-	}
-	j.manifest = m
+// close writes the last marks and stops the writer.
+func (k *marks) close() {
+	k.mu.Lock()
+	k.stop = true
+	k.cond.Broadcast()
+	k.mu.Unlock()
+	<-k.done
 }

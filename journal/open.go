@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"github.com/rs/zerolog"
 )
 
@@ -48,7 +49,11 @@ func badgerOptions(dir string, log zerolog.Logger) badger.Options {
 		WithNumCompactors(2).
 		WithValueLogFileSize(128 << 20).
 		WithDetectConflicts(false).
-		WithMetricsEnabled(false)
+		WithMetricsEnabled(false).
+		// A damaged table block is an error, not garbage keys (or a
+		// panic in whatever goroutine decodes them); blocks are checked
+		// once, when they enter the block cache.
+		WithChecksumVerificationMode(options.OnBlockRead)
 }
 
 // ErrReadOnly: the journal was opened read-only and refuses writes.
@@ -69,6 +74,22 @@ func Open(dir string, opts Options) (*Journal, error) {
 }
 
 func open(dir string, opts Options) (*Journal, error) {
+	man, err := readManifest(ManifestPath(dir))
+	var pre []string // damage a Damaged open goes past
+	if err != nil && opts.ReadOnly && opts.Damaged && errors.Is(err, ErrCorrupt) {
+		pre, man = append(pre, oneLine(err.Error())), nil
+	} else if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil && man != nil && man.Durable > 0 {
+		// Badger's files are gone: refuse before creating anything.
+		what := "holds no Badger store"
+		if err := checkContents(dir); err != nil && errors.Is(err, ErrCorrupt) {
+			what = strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")
+		}
+		return nil, fmt.Errorf("%w: store lost acknowledged history: manifest %s says durable through seq %d%s, but %s %s",
+			ErrCorrupt, ManifestPath(dir), man.Durable, genNote(man), dir, what)
+	}
 	if opts.ReadOnly {
 		if err := checkExisting(dir); err != nil {
 			return nil, err
@@ -76,16 +97,8 @@ func open(dir string, opts Options) (*Journal, error) {
 	} else if err := checkDir(dir); err != nil {
 		return nil, err
 	}
-	man, err := readManifest(ManifestPath(dir))
-	if err != nil {
-		return nil, err
-	}
 	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
-		// A new store, or one whose Badger files are gone.
-		if man != nil && man.Durable > 0 {
-			return nil, fmt.Errorf("%w: store lost acknowledged history: manifest %s says durable through seq %d%s, but %s holds no Badger store",
-				ErrCorrupt, ManifestPath(dir), man.Durable, genNote(man), dir)
-		}
+		// A new store.
 		if opts.ReadOnly {
 			return nil, fmt.Errorf("%w: %s holds no Badger store", ErrCorrupt, dir)
 		}
@@ -97,7 +110,7 @@ func open(dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	if opts.ReadOnly {
-		ro.damage = damage
+		ro.damage = append(pre, damage...)
 		return ro, nil
 	}
 	return openWritable(dir, opts, man)
@@ -127,6 +140,12 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		return nil, nil, err // Badger cannot open it at all
 	}
 	sh, err := newShadow(dir)
+	if err != nil && !opts.ReadOnly && !errors.Is(err, ErrLocked) && !errors.Is(err, ErrCorrupt) {
+		// No room for the shadow's WAL copies (a full temp directory):
+		// the logs and tables are checked, initStore checks the marks.
+		opts.Logger.Warn().Err(err).Msg("store pre-check skipped: cannot build its read-only view")
+		return nil, nil, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -160,8 +179,14 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		return checkMarks(txn, man, high)
 	})
 	if err != nil {
-		if errors.Is(err, ErrFormat) || !errors.Is(err, ErrCorrupt) {
+		if errors.Is(err, ErrFormat) {
 			return fail(err)
+		}
+		if !errors.Is(err, ErrCorrupt) { // Badger could not read what it listed
+			err = fmt.Errorf("%w: %s", ErrCorrupt, oneLine(err.Error()))
+		}
+		if _, terr := checkTables(dir, true); terr != nil {
+			err = terr // a damaged block hides keys: name the table, not the symptom
 		}
 		if err := note(err); err != nil {
 			return fail(err)
@@ -250,8 +275,7 @@ func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
 		}
 	}
 	j := start(db, next, opts)
-	j.manifest = *man
-	j.manifestPath = ManifestPath(dir)
+	j.marks = newMarks(ManifestPath(dir), *man, opts.Logger)
 	return j, nil
 }
 
@@ -299,10 +323,15 @@ func checkExisting(dir string) error {
 // files but no Badger manifest: Badger would otherwise make a store among
 // someone else's files.
 func checkDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return os.MkdirAll(dir, 0o700)
 	}
+	return checkContents(dir)
+}
+
+// checkContents is checkDir without creating anything.
+func checkContents(dir string) error {
+	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}

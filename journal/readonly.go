@@ -86,6 +86,9 @@ func copyReplayable(src, dst string) error {
 	if sc.Size == 0 {
 		return nil // Badger would recreate it empty
 	}
+	if sc.End == sc.Size {
+		return os.Symlink(src, dst) // nothing to truncate: no copy
+	}
 	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func checkTable(dir string, id uint64, tm badger.TableManifest, full bool) (err 
 		if r := recover(); r != nil {
 			// The mapping is left as it is: a table that half-opened may
 			// have unmapped it already. This process refuses the store.
-			err = fmt.Errorf("unreadable: %s", oneLine(fmt.Sprint(r)))
+			err = fmt.Errorf("Badger cannot read its index (%d bytes: truncated or damaged)", fi.Size())
 		}
 	}()
 	opts := table.Options{ReadOnly: true, BlockSize: 4 << 10, BloomFalsePositive: 0.01,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
@@ -30,10 +29,7 @@ func call(ctx context.Context, o storeOptions, dir string, req daemon.Request) (
 	if m, ok := daemon.InsideMount(store); ok {
 		return nil, fmt.Errorf("%w: store %s is inside the reynfs mount %s (it overlaps that workspace): refusing to open it through that mount", errUsage, store, m.Point)
 	}
-	if _, serr := os.Stat(daemon.DBPath(store)); serr != nil {
-		return nil, fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
-	}
-	j, err := openOffline(store, lookOnly[req.Op])
+	j, err := openOffline(dir, store, lookOnly(req))
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,9 @@ type fsckResult struct {
 	Tables  int                   `json:"tables"`
 	Report  *rewind.FsckReport    `json:"report"`
 	Salvage *rewind.SalvageResult `json:"salvage,omitempty"`
-	Damaged bool                  `json:"damaged"`
+	// SalvageError: nothing could be salvaged, and why.
+	SalvageError string `json:"salvage_error,omitempty"`
+	Damaged      bool   `json:"damaged"`
 }
 
 var errDamaged = errors.New("store damaged")
@@ -90,7 +92,7 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 	}
 	if o.salvage != "" {
 		if res.Salvage, err = rewind.Salvage(j, o.salvage); err != nil {
-			return err
+			res.SalvageError = oneLine(err.Error()) // the report still prints
 		}
 	}
 	res.Damaged = res.Report.Damaged()
@@ -103,6 +105,9 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 	}
 	if res.Damaged {
 		return fmt.Errorf("%w: %s (details above; `reynfs fsck --salvage OUTDIR` writes out what is readable)", errDamaged, store)
+	}
+	if res.SalvageError != "" {
+		return fmt.Errorf("salvage: %s", res.SalvageError)
 	}
 	return nil
 }
@@ -145,6 +150,9 @@ func printFsck(res *fsckResult) {
 		for _, d := range s.Skipped {
 			fmt.Printf("NOT SALVAGED %s: %s\n", d.Path, d.Problem)
 		}
+	}
+	if res.SalvageError != "" {
+		fmt.Printf("NOT SALVAGED: %s\n", res.SalvageError)
 	}
 	if res.Damaged {
 		fmt.Println("result:      DAMAGED")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
@@ -47,7 +48,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, journal.ErrLocked):
 		return exitLocked
-	case errors.Is(err, journal.ErrCorrupt), errors.Is(err, journal.ErrFormat):
+	case errors.Is(err, journal.ErrCorrupt), errors.Is(err, journal.ErrFormat), errors.Is(err, cas.ErrCorrupt):
 		return exitStore
 	case errors.Is(err, daemon.ErrStale):
 		return exitStale

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/rs/zerolog"
 
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
@@ -8,20 +11,34 @@ import (
 	"github.com/reynfs/reynfs/rewind"
 )
 
-// lookOnly are the requests that only read a store: on an unmounted store
-// they open it read-only and never write a byte of it (a damaged store
-// stays as it was for fsck and salvage). mount, rewind, gc and agent save
-// open it writable.
-var lookOnly = map[string]bool{
-	"log": true, "diff": true, "show": true, "export": true, "store-status": true,
-	"agent-list": true, "agent-show": true,
+// lookOnly reports whether a request only reads a store. On an unmounted
+// store such a request opens it read-only and never writes a byte of it
+// (a damaged store stays as it was, for fsck and salvage); mount, rewind,
+// gc and agent save open it writable.
+func lookOnly(req daemon.Request) bool {
+	switch req.Op {
+	case "log", "diff", "show", "export", "store-status", "agent-list", "agent-show":
+		return true
+	case "rewind":
+		return req.Dry // a dry run only reads
+	}
+	return false
 }
 
 // openOffline opens the store of an unmounted workspace: read-only for a
 // look-only request, else writable (and re-indexes the generations a
 // crash left unindexed, which a read-only open cannot do).
-func openOffline(store string, readOnly bool) (*journal.Journal, error) {
-	j, err := journal.Open(daemon.DBPath(store), journal.Options{Logger: zerolog.Nop(), ReadOnly: readOnly})
+// A store folder with neither a Badger directory nor a manifest is not a
+// store (usage error); one with a manifest alone lost its history, which
+// journal.Open reports.
+func openOffline(dir, store string, readOnly bool) (*journal.Journal, error) {
+	db := daemon.DBPath(store)
+	if _, err := os.Stat(db); err != nil {
+		if _, merr := os.Lstat(journal.ManifestPath(db)); merr != nil {
+			return nil, fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
+		}
+	}
+	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: readOnly})
 	if err != nil {
 		return nil, err
 	}

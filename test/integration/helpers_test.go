@@ -134,6 +134,9 @@ type Mount struct {
 	Store string
 	env   []string
 	pid   int // daemon pid, refreshed on every mount
+	// skipFsck: the test damages the store on purpose, so cleanup does
+	// not run reynfs fsck on it (see fsckStore).
+	skipFsck bool
 }
 
 // Log returns the daemon log (for failure messages).
@@ -326,6 +329,26 @@ func (m *Mount) cleanup() {
 	}
 	if m.t.Failed() {
 		m.t.Logf("daemon log tail (%s):\n%s", m.Store, m.LogTail(20))
+	}
+	m.fsckStore()
+}
+
+// fsckStore runs reynfs fsck on the store once nothing serves it: every
+// store the integration tests make must check clean (invariant 7).
+func (m *Mount) fsckStore() {
+	if m.skipFsck || isMounted(m.Dir) || (m.pid > 0 && pidAlive(m.pid)) {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(m.Store, "db")); err != nil {
+		return // the mount never got as far as a store
+	}
+	r := m.Run("fsck", "--store", m.Store)
+	switch r.Code {
+	case 0:
+	case 1, 4, 70:
+		m.t.Errorf("reynfs fsck %s: exit %d: %s\n%s", m.Store, r.Code, strings.TrimSpace(r.Stderr), r.Stdout)
+	default:
+		m.t.Logf("reynfs fsck %s: exit %d: %s", m.Store, r.Code, strings.TrimSpace(r.Stderr))
 	}
 }
 
