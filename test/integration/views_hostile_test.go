@@ -186,6 +186,11 @@ func TestViewsOwnReynfs(t *testing.T) {
 	if _, err := os.Stat(store); !os.IsNotExist(err) {
 		t.Errorf("a refused mount left a store behind: %v", err)
 	}
+	for _, bad := range []string{"a/b", "..", ""} {
+		if r := runReynfs(env, "mount", dir, "--store", store, "--views-name", bad); r.Code != 2 || isMounted(dir) {
+			t.Fatalf("mount --views-name %q: exit %d, %q; want exit 2 and no mount", bad, r.Code, r.Stderr)
+		}
+	}
 
 	m := mountProjectArgs(t, dir, "--views-name", ".history")
 	vhCheckpoint(t, m, "one")
