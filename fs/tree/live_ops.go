@@ -81,6 +81,9 @@ func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 		if !n.IsReg() {
 			return Stat{}, ErrInvalid
 		}
+		if err := l.admit(cas.ChunkSize, journal.AdmitShrink); err != nil {
+			return Stat{}, err
+		}
 		if err := l.t.Truncate(n, in.Size, now); err != nil {
 			return Stat{}, err
 		}
