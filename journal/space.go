@@ -138,7 +138,7 @@ func (j *Journal) Admit(n int, class int) error {
 		}
 		return fmt.Errorf("append: %w (%d bytes free, %d needed with the reserve)", ErrNoSpace, avail, need)
 	}
-	if j.space.full.Swap(false) {
+	if class == AdmitWrite && j.space.full.Swap(false) {
 		j.log.Info().Uint64("free", avail).Msg("store file system has space again: writes resume")
 	}
 	return nil
