@@ -256,3 +256,41 @@ func TestPunchHoleHugeSparse(t *testing.T) {
 		t.Errorf("after unmount: %q, %v", b, err)
 	}
 }
+
+// TestFullDiskUnmount: an unmount on a full store disk still cuts its last
+// generation and writes the workspace back (the reserve is for this), and
+// every file whose write succeeded is in the project directory afterwards.
+func TestFullDiskUnmount(t *testing.T) {
+	requireFUSE(t)
+	disk := smallTmpfs(t, "64m")
+	proj := filepath.Join(t.TempDir(), "proj")
+	writeFile(t, filepath.Join(proj, "keep.txt"), []byte("precious\n"), 0o644)
+	m := mountWithStore(t, proj, filepath.Join(disk, "store"))
+
+	written := map[string][]byte{}
+	var err error
+	for i := 0; i < 64 && err == nil; i++ {
+		name := fmt.Sprintf("fill-%02d", i)
+		data := randomBytes(t, 1<<20)
+		if err = writeOnMount(t, filepath.Join(proj, name), data); err == nil {
+			written[name] = data
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("filling the workspace ended with %v, want ENOSPC", err)
+	}
+	// A small file that is still being written (buffered) when the
+	// unmount comes.
+	if err := writeOnMount(t, filepath.Join(proj, "small"), []byte("x")); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("small write on the full disk: %v", err)
+	}
+	m.Unmount()
+	if b, err := os.ReadFile(filepath.Join(proj, "keep.txt")); err != nil || string(b) != "precious\n" {
+		t.Errorf("keep.txt after unmount: %q, %v", b, err)
+	}
+	for name, data := range written {
+		if b, err := os.ReadFile(filepath.Join(proj, name)); err != nil || !bytes.Equal(b, data) {
+			t.Errorf("%s after unmount: %d bytes, %v; want the %d bytes written", name, len(b), err, len(data))
+		}
+	}
+}
