@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -85,9 +86,11 @@ type space struct {
 	// file system and that file system's size. Tests replace it.
 	freeFn atomic.Pointer[freeFunc]
 
-	mu    sync.Mutex
-	files map[string]*os.File // files kept allocated, by name
-	whole map[string]bool     // fixed-size files already allocated whole
+	mu      sync.Mutex
+	logs    [2]*mapped // the value log and the WAL Badger writes now
+	whole   bool       // DISCARD (fixed size) allocated whole
+	commits int        // prepared so far
+	check   bool       // this commit also looks for what others did
 
 	full atomic.Bool // last Admit refused; logged on change
 }
@@ -95,7 +98,7 @@ type space struct {
 type freeFunc func() (avail, total uint64, err error)
 
 func newSpace(dir string, threshold int) *space {
-	s := &space{dir: dir, threshold: threshold, files: map[string]*os.File{}, whole: map[string]bool{}}
+	s := &space{dir: dir, threshold: threshold}
 	statfs := freeFunc(func() (uint64, uint64, error) {
 		var st unix.Statfs_t
 		if err := unix.Statfs(dir, &st); err != nil {
@@ -176,35 +179,36 @@ func (s *space) prepare(b *batch) error {
 	vlog, wal := s.shares(b)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ents, err := os.ReadDir(s.dir)
-	if err != nil {
-		return fmt.Errorf("prepare store files: %w", err)
-	}
-	lastVlog, lastMem := newest(ents, ".vlog"), newest(ents, ".mem")
-	for name, f := range s.files {
-		if name != lastVlog && name != lastMem {
-			_ = f.Close() // Badger moved on to a newer file
-			delete(s.files, name)
-		}
-	}
-	for _, w := range []struct {
-		name  string
-		bytes int
-	}{{lastVlog, vlog}, {lastMem, wal}} {
-		if w.name == "" {
-			continue
-		}
-		if err := s.ahead(w.name, int64(w.bytes)+prepSlack); err != nil {
+	// The system calls that only notice what others did (a new log file,
+	// writes outside the committer, space taken on the file system) run
+	// for every 8th commit and every big one: a small commit between
+	// checks is covered by the slack and the reserve.
+	s.commits++
+	s.check = s.commits%8 == 0 || vlog+wal >= 256<<10
+	for i, w := range []struct {
+		ext, format string
+		bytes       int
+	}{{".vlog", "%06d.vlog", vlog}, {".mem", "%05d.mem", wal}} {
+		m, err := s.active(i, w.ext, w.format)
+		if err != nil {
 			return err
 		}
-	}
-	for _, e := range ents {
-		if e.Name() == "DISCARD" && !s.whole["DISCARD"] {
-			if err := allocWhole(filepath.Join(s.dir, "DISCARD")); err != nil {
+		if m != nil {
+			if err := m.ahead(int64(w.bytes), s.check); err != nil {
 				return err
 			}
-			s.whole["DISCARD"] = true
 		}
+	}
+	if !s.whole {
+		path := filepath.Join(s.dir, "DISCARD")
+		if err := allocWhole(path); err != nil {
+			return err
+		}
+		_, err := os.Stat(path)
+		s.whole = err == nil
+	}
+	if !s.check {
+		return nil
 	}
 	avail, _, err := s.free()
 	if err == nil && avail < uint64(vlog+wal) {
@@ -213,44 +217,113 @@ func (s *space) prepare(b *batch) error {
 	return nil
 }
 
-// ahead makes sure that the n bytes after the end of what Badger has
-// written in name are allocated.
-func (s *space) ahead(name string, n int64) error {
-	f := s.files[name]
-	if f == nil {
-		var err error
-		if f, err = os.OpenFile(filepath.Join(s.dir, name), os.O_RDWR, 0); err != nil {
-			return fmt.Errorf("prepare %s: %w", name, err)
+// mapped is one of Badger's logs that space keeps allocated ahead of the
+// writes.
+type mapped struct {
+	name  string
+	id    int64
+	f     *os.File
+	est   int64 // where Badger's writing ends, at most (estimated)
+	alloc int64 // [0, alloc) has blocks (we allocated them)
+	since int   // commits since est was measured
+}
+
+// active returns the log Badger writes now for slot i (0 value log, 1 WAL),
+// noticing when Badger has moved on to a new file (the next number
+// exists). nil if there is none (Badger keeps no WAL in memory mode).
+func (s *space) active(i int, ext, format string) (*mapped, error) {
+	m := s.logs[i]
+	if m != nil && !s.check {
+		return m, nil
+	}
+	if m != nil {
+		if _, err := os.Stat(filepath.Join(s.dir, fmt.Sprintf(format, m.id+1))); err != nil {
+			return m, nil // still the newest
 		}
-		s.files[name] = f
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return fmt.Errorf("prepare %s: %w", name, err)
-	}
-	alloc := st.Blocks * 512
-	end, err := writtenEnd(f, alloc)
+	ents, err := os.ReadDir(s.dir)
 	if err != nil {
-		return fmt.Errorf("prepare %s: %w", name, err)
+		return nil, fmt.Errorf("prepare store files: %w", err)
 	}
-	// Allocated blocks may include a file system's own metadata (ext4
-	// counts extent blocks), so alloc can overstate the data by a little:
-	// allocate from end, over blocks that may already be there, and keep
-	// a margin.
-	const margin = 64 << 10
-	if end+n+margin <= alloc {
-		return nil
+	name, id := newest(ents, ext)
+	if name == "" {
+		return nil, nil
 	}
-	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, end, n+margin); err != nil {
-		if err == unix.ENOSPC || err == unix.EDQUOT {
-			return fmt.Errorf("prepare %s: %w", name, ErrNoSpace)
-		}
-		if err == unix.EOPNOTSUPP {
-			return nil // a file system without fallocate: statfs alone guards it
-		}
-		return fmt.Errorf("prepare %s: fallocate: %w", name, err)
+	if m != nil {
+		_ = m.f.Close() // Badger is done with it
+		s.logs[i] = nil
 	}
+	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", name, err)
+	}
+	m = &mapped{name: name, id: id, f: f}
+	if err := m.measure(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	m.alloc = m.est // what lies past it may be sparse: allocate it ourselves
+	s.logs[i] = m
+	return m, nil
+}
+
+// measure sets est to where Badger's writing really ends.
+func (m *mapped) measure() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(m.f.Fd()), &st); err != nil {
+		return fmt.Errorf("prepare %s: %w", m.name, err)
+	}
+	end, err := writtenEnd(m.f, max(st.Blocks*512, m.alloc))
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", m.name, err)
+	}
+	m.est, m.since = end, 0
 	return nil
+}
+
+// ahead makes sure that the n bytes after the end of what Badger has
+// written are allocated, plus prepSlack. The end is estimated from what
+// the committer handed Badger; it is measured again every 64 commits,
+// when check finds a page past the estimate no longer zero (someone else
+// wrote to the store: cas.Put, the generation index) and before
+// allocating.
+func (m *mapped) ahead(n int64, check bool) error {
+	if m.since >= 64 || check && m.tripped() {
+		if err := m.measure(); err != nil {
+			return err
+		}
+	}
+	m.since++
+	if m.est+n+prepSlack/2 > m.alloc {
+		if err := m.measure(); err != nil {
+			return err
+		}
+		want := m.est + n + prepSlack
+		if err := unix.Fallocate(int(m.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, m.est, want-m.est); err != nil {
+			if err == unix.ENOSPC || err == unix.EDQUOT {
+				return fmt.Errorf("prepare %s: %w", m.name, ErrNoSpace)
+			}
+			if err != unix.EOPNOTSUPP { // without fallocate, statfs alone guards
+				return fmt.Errorf("prepare %s: fallocate: %w", m.name, err)
+			}
+		}
+		m.alloc = max(m.alloc, want)
+	}
+	m.est += n
+	return nil
+}
+
+// tripped reports whether the page after the one holding est has data:
+// then Badger wrote more than the committer handed it.
+func (m *mapped) tripped() bool {
+	const page = 4 << 10
+	off := (m.est/page + 1) * page
+	if off+page > m.alloc {
+		return false
+	}
+	var buf [page]byte
+	k, _ := m.f.ReadAt(buf[:], off)
+	return lastNonZero(buf[:k]) >= 0
 }
 
 // writtenEnd returns the offset just past the last non-zero byte of f
@@ -296,6 +369,9 @@ func lastNonZero(b []byte) int {
 // allocWhole gives every byte of a fixed-size mapped file a block.
 func allocWhole(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // not made yet: the next commit looks again
+	}
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", filepath.Base(path), err)
 	}
@@ -314,9 +390,9 @@ func allocWhole(path string) error {
 	return fmt.Errorf("prepare %s: fallocate: %w", filepath.Base(path), err)
 }
 
-// newest returns the name of the highest-numbered file with suffix ext
-// ("" if none): the one Badger writes to.
-func newest(ents []os.DirEntry, ext string) string {
+// newest returns the name and number of the highest-numbered file with
+// suffix ext ("" if none): the one Badger writes to.
+func newest(ents []os.DirEntry, ext string) (string, int64) {
 	best, bestID := "", int64(-1)
 	for _, e := range ents {
 		name := e.Name()
@@ -328,16 +404,18 @@ func newest(ents []os.DirEntry, ext string) string {
 			best, bestID = name, id
 		}
 	}
-	return best
+	return best, bestID
 }
 
 // close releases the files space keeps open.
 func (s *space) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name, f := range s.files {
-		_ = f.Close()
-		delete(s.files, name)
+	for i, m := range s.logs {
+		if m != nil {
+			_ = m.f.Close()
+			s.logs[i] = nil
+		}
 	}
 }
 

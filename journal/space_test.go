@@ -86,7 +86,9 @@ func TestPrepareAllocatesAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{newest(ents, ".vlog"), newest(ents, ".mem")} {
+	vlog, _ := newest(ents, ".vlog")
+	mem, _ := newest(ents, ".mem")
+	for _, name := range []string{vlog, mem} {
 		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +102,7 @@ func TestPrepareAllocatesAhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if name == newest(ents, ".vlog") && end < int64(len(data)) {
+		if name == vlog && end < int64(len(data)) {
 			t.Errorf("%s: written end %d, before the %d-byte blob", name, end, len(data))
 		}
 		if ahead := st.Blocks*512 - end; ahead < prepSlack {
@@ -117,13 +119,13 @@ func TestPrepareRefusesWithoutSpace(t *testing.T) {
 	var avail atomic.Uint64
 	avail.Store(1 << 10)
 	fakeFree(j, &avail)
-	data := make([]byte, 64<<10)
+	data := make([]byte, 300<<10) // big enough to be checked at once
 	data[0] = 1
 	b := cas.Blob{Hash: cas.Sum(data), Data: data}
 	r := &Record{Op: OpData, Time: 1, Ino: 2, Size: uint64(len(data)), Chunks: []Chunk{{0, b.Hash}}}
 	err := j.Enqueue(r, []cas.Blob{b}).Wait()
 	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, ErrFailed) {
-		t.Fatalf("commit with 1 KiB free: got %v, want ErrNoSpace and ErrFailed", err)
+		t.Fatalf("300 KiB commit with 1 KiB free: got %v, want ErrNoSpace and ErrFailed", err)
 	}
 }
 
