@@ -193,7 +193,8 @@ func TestFullDiskENOSPC(t *testing.T) {
 
 // TestPunchHoleHugeSparse: fallocate --punch-hole over a 40 GiB sparse
 // file used to make a 22.9 MB record that the journal refused after the
-// change was applied, and the mount went read-only for good.
+// change was applied, and the mount went read-only for good; a truncate to
+// 1 TiB made the next generation cut fail the same way.
 func TestPunchHoleHugeSparse(t *testing.T) {
 	requireFUSE(t)
 	proj := filepath.Join(t.TempDir(), "proj")
@@ -226,6 +227,15 @@ func TestPunchHoleHugeSparse(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("%v\nlog:\n%s", err, m.LogTail(10))
+	}
+	// A generation cut stores the 40 GiB file's inode object (20 MiB of
+	// chunk hashes); a size whose object Badger could not hold is EFBIG
+	// at the truncate, not a failed cut and a read-only mount later.
+	if r := m.Run("checkpoint", "--store", m.Store, "-m", "sparse"); r.Code != 0 {
+		t.Fatalf("checkpoint with a 40 GiB sparse file: exit %d: %s\nlog:\n%s", r.Code, r.Stderr, m.LogTail(10))
+	}
+	if err := withDeadline(t, "truncate 1 TiB", func() error { return os.Truncate(big, 1<<40) }); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("truncate to 1 TiB: %v, want EFBIG", err)
 	}
 	if err := writeOnMount(t, filepath.Join(proj, "after"), []byte("still writable\n")); err != nil {
 		t.Fatalf("write after the punch: %v (mount read-only?)\nlog:\n%s", err, m.LogTail(10))
