@@ -22,9 +22,10 @@ import (
 // file (EFBIG past it). A file's inode object lists one 32-byte hash per
 // 64 KiB chunk slot, holes included, and must fit one Badger value
 // (ValueLogFileSize, 128 MiB) or the generation cut that stores it fails
-// and the mount goes read-only: 240 GiB makes a 120 MiB object. Replay
-// keeps accepting records up to MaxFileSize, as earlier versions wrote.
-const MaxWriteSize = 240 << 30
+// and the mount goes read-only: 192 GiB makes 96 MiB of hashes, which
+// leaves room for MaxXattrBytes of attributes. Replay keeps accepting
+// records up to MaxFileSize, as earlier versions wrote.
+const MaxWriteSize = 192 << 30
 
 // ReadAt reads file content at off into p, zero-filling holes, and returns
 // the number of bytes read (short at end of file).

@@ -214,6 +214,30 @@ func fallocClass(mode uint32) int {
 	return journal.AdmitWrite
 }
 
+// MaxXattrBytes bounds the extended attributes of one inode, names and
+// values together. They live in the inode's object, which must fit one
+// Badger value (see MaxWriteSize): 64 KiB values are legal, so without a
+// bound a few thousand setxattr calls would make an object the next
+// generation cut cannot store. Past it setxattr is ENOSPC, as on ext4
+// when an inode's xattr space is used up.
+const MaxXattrBytes = 16 << 20
+
+// xattrRoom refuses a setxattr that would take n's attributes past
+// MaxXattrBytes.
+func xattrRoom(n *Node, name string, value []byte) error {
+	total := len(name) + len(value)
+	for k, v := range n.xattrs {
+		if k != name {
+			total += len(k) + len(v)
+		}
+	}
+	if total > MaxXattrBytes {
+		return fmt.Errorf("setxattr %s: inode %d would hold %d bytes of attributes, more than %d: %w",
+			name, n.Ino, total, MaxXattrBytes, ErrNoSpace)
+	}
+	return nil
+}
+
 // admit asks the journal for room for n more bytes of file data that will
 // be buffered and journaled later (write, copy_file_range, fallocate,
 // truncate), before the buffers change: a refusal leaves the file as it

@@ -259,6 +259,9 @@ func (l *Live) SetXattr(c Caller, ino uint64, name string, value []byte, flags u
 	if err != nil {
 		return err
 	}
+	if err := xattrRoom(n, name, value); err != nil {
+		return err
+	}
 	return l.commitNode(c, n, &journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: name,
 		XValue: append([]byte(nil), value...), Flags: flags})
 }

@@ -3,6 +3,7 @@ package tree
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync/atomic"
 	"syscall"
@@ -176,5 +177,33 @@ func TestLiveScatteredWritesBoundRecords(t *testing.T) {
 	})
 	if limit := FileFlushBytes/minSlotBytes + 1; most > limit {
 		t.Errorf("a record holds %d chunk entries, want at most %d", most, limit)
+	}
+}
+
+// Extended attributes live in the inode's object: their total is bounded
+// (ENOSPC past MaxXattrBytes, as ext4 when an inode's xattr space is full)
+// so no setxattr sequence makes an object a generation cut cannot store.
+func TestLiveXattrTotalBounded(t *testing.T) {
+	l, _ := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := bytes.Repeat([]byte("v"), 64<<10) // the kernel's XATTR_SIZE_MAX
+	var i int
+	for i = 0; i < MaxXattrBytes/len(value)+2; i++ {
+		if err = l.SetXattr(testCaller, st.Ino, fmt.Sprintf("user.a%d", i), value, 0); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("after %d 64 KiB attributes: %v, want ErrNoSpace", i, err)
+	}
+	// Replacing one keeps the total and is still allowed; the file stays writable.
+	if err := l.SetXattr(testCaller, st.Ino, "user.a0", []byte("small"), 0); err != nil {
+		t.Fatalf("replace an attribute at the bound: %v", err)
+	}
+	if _, err := l.WriteAt(testCaller, st.Ino, []byte("data"), 0, false); err != nil {
+		t.Fatalf("write after the refused setxattr: %v", err)
 	}
 }
