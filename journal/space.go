@@ -177,6 +177,12 @@ func (s *space) shares(b *batch) (vlog, wal int) {
 // (steps 1 and 2 above). Errors wrap ErrNoSpace or are I/O errors.
 func (s *space) prepare(b *batch) error {
 	vlog, wal := s.shares(b)
+	return s.prepareBytes(vlog, wal, false)
+}
+
+// prepareBytes is prepare for vlog bytes of value log and wal bytes of
+// WAL; force makes it look for what others did whatever the count.
+func (s *space) prepareBytes(vlog, wal int, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The system calls that only notice what others did (a new log file,
@@ -184,7 +190,7 @@ func (s *space) prepare(b *batch) error {
 	// for every 8th commit and every big one: a small commit between
 	// checks is covered by the slack and the reserve.
 	s.commits++
-	s.check = s.commits%8 == 0 || vlog+wal >= 256<<10
+	s.check = force || s.commits%8 == 0 || vlog+wal >= 256<<10
 	for i, w := range []struct {
 		ext, format string
 		bytes       int
@@ -417,6 +423,18 @@ func (s *space) close() {
 			s.logs[i] = nil
 		}
 	}
+}
+
+// Prepare backs the next n bytes Badger may write to its value log (and
+// what that costs in its WAL) with blocks, for a caller about to write to
+// the database outside Enqueue: a value-log GC run rewrites live values
+// into the active log. An error wrapping ErrNoSpace means there is no
+// room: skip the write.
+func (j *Journal) Prepare(n int) error {
+	if j.space == nil {
+		return nil
+	}
+	return j.space.prepareBytes(n, n/8+4096, true)
 }
 
 // SetFreeSpace replaces how the journal learns the free space of the

@@ -149,3 +149,22 @@ func TestWrittenEnd(t *testing.T) {
 		t.Errorf("alloc 100: end %d, want 1", end)
 	}
 }
+
+// Prepare backs a direct write (a value-log GC run) or refuses it with
+// ErrNoSpace, without failing the journal.
+func TestPrepareDirect(t *testing.T) {
+	j := openT(t, t.TempDir(), Options{})
+	if err := j.Prepare(1 << 20); err != nil {
+		t.Fatalf("prepare 1 MiB on an empty disk: %v", err)
+	}
+	var avail atomic.Uint64
+	avail.Store(1 << 20)
+	fakeFree(j, &avail)
+	if err := j.Prepare(8 << 20); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("prepare 8 MiB with 1 MiB free: got %v, want ErrNoSpace", err)
+	}
+	r := &Record{Op: OpUnlink, Time: 1, Parent: 1, Name: "x"}
+	if err := j.Enqueue(r, nil).Wait(); err != nil {
+		t.Fatalf("the journal after a refused Prepare: %v", err)
+	}
+}
