@@ -268,8 +268,9 @@ func TestPunchHoleHugeSparse(t *testing.T) {
 }
 
 // TestFullDiskUnmount: an unmount on a full store disk still cuts its last
-// generation and writes the workspace back (the reserve is for this), and
-// every file whose write succeeded is in the project directory afterwards.
+// generation and writes the workspace back (the reserve is for this),
+// every file whose write succeeded is in the project directory afterwards,
+// and gc completes on the still full disk.
 func TestFullDiskUnmount(t *testing.T) {
 	requireFUSE(t)
 	disk := smallTmpfs(t, "64m")
@@ -295,6 +296,10 @@ func TestFullDiskUnmount(t *testing.T) {
 		t.Fatalf("small write on the full disk: %v", err)
 	}
 	m.Unmount()
+	// gc (which runs on an unmounted store) completes on the full disk.
+	if r := m.Run("gc", "--keep", "1", "--store", m.Store, "--dir", proj); r.Code != 0 {
+		t.Errorf("reynfs gc --keep 1 on the full disk: exit %d: %s", r.Code, r.Stderr)
+	}
 	if b, err := os.ReadFile(filepath.Join(proj, "keep.txt")); err != nil || string(b) != "precious\n" {
 		t.Errorf("keep.txt after unmount: %q, %v", b, err)
 	}
