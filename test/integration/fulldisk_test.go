@@ -270,7 +270,7 @@ func TestPunchHoleHugeSparse(t *testing.T) {
 // TestFullDiskUnmount: an unmount on a full store disk still cuts its last
 // generation and writes the workspace back (the reserve is for this),
 // every file whose write succeeded is in the project directory afterwards,
-// and gc completes on the still full disk.
+// gc completes on the still full disk, and the workspace mounts again.
 func TestFullDiskUnmount(t *testing.T) {
 	requireFUSE(t)
 	disk := smallTmpfs(t, "64m")
@@ -308,4 +308,10 @@ func TestFullDiskUnmount(t *testing.T) {
 			t.Errorf("%s after unmount: %d bytes, %v; want the %d bytes written", name, len(b), err, len(data))
 		}
 	}
+	// Mounting again on the still full disk works, and writers get ENOSPC.
+	m.Mount()
+	if err := writeOnMount(t, filepath.Join(proj, "more"), randomBytes(t, 4<<20)); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("write after mounting on the full disk: %v, want ENOSPC", err)
+	}
+	m.Unmount()
 }
