@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -205,5 +206,40 @@ func TestLiveXattrTotalBounded(t *testing.T) {
 	}
 	if _, err := l.WriteAt(testCaller, st.Ino, []byte("data"), 0, false); err != nil {
 		t.Fatalf("write after the refused setxattr: %v", err)
+	}
+}
+
+// Records written before hole ranges existed name holes as zero hashes in
+// Chunks; they still replay, and both forms give the same file.
+func TestApplyOldHoleRecords(t *testing.T) {
+	data := bytes.Repeat([]byte("z"), cas.ChunkSize)
+	h := cas.Sum(data)
+	old := &journal.Record{Op: journal.OpData, Ino: 2, Size: 4 * cas.ChunkSize, Time: 5, Mtime: 5,
+		Chunks: []journal.Chunk{{Index: 0, Hash: cas.Zero}, {Index: 1, Hash: cas.Zero}, {Index: 3, Hash: h}}}
+	cur := &journal.Record{Op: journal.OpData, Ino: 2, Size: 4 * cas.ChunkSize, Time: 5, Mtime: 5,
+		Chunks: []journal.Chunk{{Index: 3, Hash: h}}, Holes: []journal.HoleRange{{Start: 0, Count: 2}}}
+	var got [][]cas.Hash
+	for _, r := range []*journal.Record{old, cur} {
+		tr, s := newTestTree(t)
+		if _, err := s.Put(data); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, tr, rCreate(RootIno, "f", 2))
+		// Content first, so the later record has to turn data into holes.
+		mustApply(t, tr, &journal.Record{Op: journal.OpData, Ino: 2, Size: 4 * cas.ChunkSize, Time: 4, Mtime: 4,
+			Chunks: []journal.Chunk{{Index: 0, Hash: h}, {Index: 1, Hash: h}, {Index: 2, Hash: h}}})
+		b, err := journal.Decode(journal.Encode(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, tr, b)
+		n := tr.nodes[2]
+		got = append(got, slices.Clone(n.ChunkHashes()))
+		if n.Blocks() != 2*cas.ChunkSize/512 {
+			t.Errorf("%d blocks, want two chunks' worth", n.Blocks())
+		}
+	}
+	if !reflect.DeepEqual(got[0], got[1]) {
+		t.Errorf("old record gives %v, hole ranges %v", got[0], got[1])
 	}
 }
