@@ -169,6 +169,9 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
+	if err := l.dirRoom(r); err != nil {
+		return err
+	}
 	if !l.privileged {
 		n := r.EncodedLen()
 		for _, b := range blobs {
@@ -221,6 +224,46 @@ func fallocClass(mode uint32) int {
 // generation cut cannot store. Past it setxattr is ENOSPC, as on ext4
 // when an inode's xattr space is used up.
 const MaxXattrBytes = 16 << 20
+
+// maxDirBytes bounds the entries of one directory as its object encodes
+// them (name, inode number, object hash: up to len(name)+44 bytes each).
+// The object must fit one Badger value (128 MiB) or the generation cut
+// that stores it fails and the mount goes read-only; past the bound a new
+// name is ENOSPC, as on ext4 when a directory's index is full. A variable
+// so that tests can lower it.
+var maxDirBytes = 96 << 20
+
+// dirRoom refuses a record that adds a name to a directory already at
+// maxDirBytes. Only directories with more entries than could fit at the
+// longest names are measured, so the check costs nothing below ~300,000
+// entries.
+func (l *Live) dirRoom(r *journal.Record) error {
+	parent, name := r.Parent, r.Name
+	switch r.Op {
+	case journal.OpCreate, journal.OpMkdir, journal.OpSymlink, journal.OpLink, journal.OpRestore:
+	case journal.OpRename:
+		parent, name = r.NewParent, r.NewName
+	default:
+		return nil
+	}
+	d := l.t.nodes[parent]
+	if d == nil || !d.IsDir() || len(d.entries)*(MaxName+dirEntryBytes) <= maxDirBytes {
+		return nil
+	}
+	total := len(name) + dirEntryBytes
+	for k := range d.entries {
+		total += len(k) + dirEntryBytes
+	}
+	if total > maxDirBytes {
+		return fmt.Errorf("add %q to directory %d: its entries would take %d bytes, more than %d: %w",
+			name, parent, total, maxDirBytes, ErrNoSpace)
+	}
+	return nil
+}
+
+// dirEntryBytes is what one entry costs in a directory object besides its
+// name, at most.
+const dirEntryBytes = 44
 
 // xattrRoom refuses a setxattr that would take n's attributes past
 // MaxXattrBytes.

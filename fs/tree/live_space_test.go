@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -241,5 +242,42 @@ func TestApplyOldHoleRecords(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got[0], got[1]) {
 		t.Errorf("old record gives %v, hole ranges %v", got[0], got[1])
+	}
+}
+
+// A directory's entries are bounded by what its object can hold: past
+// maxDirBytes a new name is ENOSPC (ext4 answers the same when a
+// directory's index is full), removing and renaming within still work,
+// and the mount stays writable.
+func TestLiveDirectoryBounded(t *testing.T) {
+	saved := maxDirBytes
+	maxDirBytes = 64 * (MaxName + dirEntryBytes) // 64 entries of the longest names
+	t.Cleanup(func() { maxDirBytes = saved })
+	l, _ := newTestLive(t)
+	d, err := l.Mkdir(testCaller, RootIno, "d", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("n", MaxName-4)
+	var i int
+	for i = 0; i < 200; i++ {
+		if _, err = l.Create(testCaller, d.Ino, fmt.Sprintf("%s%04d", long, i), syscall.S_IFREG|0o644, 0); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrNoSpace) || i < 64 {
+		t.Fatalf("after %d names: %v, want ErrNoSpace after at least 64", i, err)
+	}
+	if _, err := l.Mkdir(testCaller, d.Ino, "sub", 0o755); !errors.Is(err, ErrNoSpace) {
+		t.Errorf("mkdir in the full directory: %v, want ErrNoSpace", err)
+	}
+	if err := l.Unlink(testCaller, d.Ino, fmt.Sprintf("%s%04d", long, 0)); err != nil {
+		t.Fatalf("unlink in the full directory: %v", err)
+	}
+	if _, err := l.Create(testCaller, d.Ino, "short", syscall.S_IFREG|0o644, 0); err != nil {
+		t.Fatalf("create after making room: %v", err)
+	}
+	if _, err := l.Create(testCaller, RootIno, "elsewhere", syscall.S_IFREG|0o644, 0); err != nil {
+		t.Fatalf("create in another directory: %v", err)
 	}
 }
