@@ -270,7 +270,7 @@ func TestPunchHoleHugeSparse(t *testing.T) {
 // TestFullDiskUnmount: an unmount on a full store disk still cuts its last
 // generation and writes the workspace back (the reserve is for this),
 // every file whose write succeeded is in the project directory afterwards,
-// gc completes on the still full disk, and the workspace mounts again.
+// log and gc work on the still full disk, and the workspace mounts again.
 func TestFullDiskUnmount(t *testing.T) {
 	requireFUSE(t)
 	disk := smallTmpfs(t, "64m")
@@ -296,9 +296,15 @@ func TestFullDiskUnmount(t *testing.T) {
 		t.Fatalf("small write on the full disk: %v", err)
 	}
 	m.Unmount()
-	// gc (which runs on an unmounted store) completes on the full disk.
-	if r := m.Run("gc", "--keep", "1", "--store", m.Store, "--dir", proj); r.Code != 0 {
-		t.Errorf("reynfs gc --keep 1 on the full disk: exit %d: %s", r.Code, r.Stderr)
+	// log on the unmounted store, and gc (which runs only there), work on
+	// the full disk.
+	for _, args := range [][]string{
+		{"log", "--store", m.Store, "--dir", proj},
+		{"gc", "--keep", "1", "--store", m.Store, "--dir", proj},
+	} {
+		if r := m.Run(args...); r.Code != 0 {
+			t.Errorf("reynfs %s on the full disk: exit %d: %s", strings.Join(args, " "), r.Code, r.Stderr)
+		}
 	}
 	if b, err := os.ReadFile(filepath.Join(proj, "keep.txt")); err != nil || string(b) != "precious\n" {
 		t.Errorf("keep.txt after unmount: %q, %v", b, err)
