@@ -29,6 +29,8 @@ var errnoTable = []struct {
 	{tree.ErrNoSpace, syscall.ENOSPC},
 	{tree.ErrNotSupported, syscall.EOPNOTSUPP},
 	{ErrReadOnly, syscall.EROFS},
+	{journal.ErrTooLarge, syscall.EFBIG},
+	{journal.ErrInvalid, syscall.EINVAL},
 	{tree.ErrFailed, syscall.EIO},
 	{journal.ErrFailed, syscall.EIO},
 	{cas.ErrCorrupt, syscall.EIO},

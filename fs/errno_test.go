@@ -11,6 +11,7 @@ import (
 
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs/tree"
+	"github.com/reynfs/reynfs/journal"
 )
 
 func TestToStatus(t *testing.T) {
@@ -29,6 +30,9 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("read: %w", cas.ErrCorrupt), fuse.EIO},
 		{syscall.EXDEV, fuse.EXDEV},
 		{fmt.Errorf("wrapped: %w", syscall.EACCES), fuse.EACCES},
+		{fmt.Errorf("append: %w", journal.ErrNoSpace), fuse.Status(syscall.ENOSPC)},
+		{fmt.Errorf("append: %w: big", journal.ErrTooLarge), fuse.Status(syscall.EFBIG)},
+		{fmt.Errorf("append: %w: bad", journal.ErrInvalid), fuse.EINVAL},
 		{errors.New("something else"), fuse.EIO},
 	} {
 		if got := toStatus(&log, "test", tc.err); got != tc.want {

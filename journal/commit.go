@@ -24,11 +24,21 @@ func (j *Journal) commitLoop() {
 		}
 		b := j.cur
 		j.cur = newBatch()
+		j.inflight = b.bytes
 		failed := j.err
 		j.progress.Broadcast() // Enqueue may have waited for space
 		j.mu.Unlock()
 
 		err := failed
+		if err == nil && j.space != nil {
+			// Nothing reaches Badger's mapped files that has no blocks
+			// behind it (space.go): a full disk fails the commit, not
+			// the process.
+			if err = j.space.prepare(b); err != nil {
+				err = fmt.Errorf("%w: commit: %w", ErrFailed, err)
+				j.log.Error().Err(err).Uint64("seq", b.maxSeq).Msg("journal commit refused: no space to back it; journal is read-only until restart")
+			}
+		}
 		if err == nil {
 			if err = j.commit(b); err != nil {
 				err = fmt.Errorf("%w: commit: %w", ErrFailed, err)
@@ -37,6 +47,7 @@ func (j *Journal) commitLoop() {
 		}
 
 		j.mu.Lock()
+		j.inflight = 0
 		if err != nil {
 			if j.err == nil {
 				j.err = err

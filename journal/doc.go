@@ -63,6 +63,15 @@
 // the journal for good: every later Enqueue, Wait, Sync and SetMeta returns
 // an error wrapping ErrFailed, which the file system answers with EIO.
 //
+// # Full disks
+//
+// Badger writes its value log and WAL through mappings of sparse files, so
+// a store into a page without a block on a full disk is SIGBUS. The
+// committer fallocates what each batch can reach before Badger sees it,
+// and Admit refuses ordinary writes (ErrNoSpace, ENOSPC) while free space
+// is below what is queued plus a reserve that generation cuts, rewinds,
+// unmounts, gc and Badger's own table writes use. See space.go.
+//
 // # Durability
 //
 // Badger runs with SyncWrites=false. A committed record (Pending.Wait has

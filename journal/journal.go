@@ -26,6 +26,7 @@ type Journal struct {
 	next      uint64     // next seq to assign
 	pos       uint64     // items ever enqueued; an item's pos orders Sync
 	committed uint64     // pos of the last committed item
+	inflight  int        // bytes of the batch being committed
 	err       error      // sticky, wraps ErrFailed
 	closing   bool
 	done      chan struct{} // closed when the committer has exited
@@ -35,6 +36,7 @@ type Journal struct {
 
 	syncer syncer
 	stats  counters
+	space  *space // nil for a store in memory
 
 	// closeMu guards the DB against Close: readers hold it shared.
 	closeMu sync.RWMutex
@@ -123,6 +125,9 @@ func start(db *badger.DB, next uint64, opts Options) *Journal {
 	j.work = sync.NewCond(&j.mu)
 	j.progress = sync.NewCond(&j.mu)
 	j.syncer.cond = sync.NewCond(&j.syncer.mu)
+	if o := db.Opts(); !o.InMemory {
+		j.space = newSpace(o.Dir, int(o.ValueThreshold))
+	}
 	j.head.Store(next - 1)
 	j.durable.Store(next - 1)
 	go j.commitLoop()
@@ -244,6 +249,9 @@ func (j *Journal) Close() error {
 	j.closeMu.Lock()
 	defer j.closeMu.Unlock()
 	j.closed = true
+	if j.space != nil {
+		j.space.close()
+	}
 	closeErr := j.db.Close()
 	if j.shadow != nil {
 		j.shadow.close()

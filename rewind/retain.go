@@ -155,7 +155,11 @@ func Retain(j *journal.Journal, keep int, dry bool, extra ...cas.Hash) (*RetainR
 	if err := j.Objects().Delete(drop); err != nil {
 		return nil, err
 	}
-	for j.DB().RunValueLogGC(0.5) == nil { // give the space back
+	// Give the space back. A run rewrites up to half a value-log file
+	// into the active one: back that with blocks first, or stop (on a
+	// full disk there is no room to compact; gc still completes).
+	half := int(j.DB().Opts().ValueLogFileSize / 2)
+	for j.Prepare(half) == nil && j.DB().RunValueLogGC(0.5) == nil {
 	}
 	return res, nil
 }

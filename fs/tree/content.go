@@ -18,6 +18,15 @@ import (
 // Writes land in pending chunk buffers first; Flush turns them into one
 // OpData record. The chunk list itself changes only through Apply.
 
+// MaxWriteSize bounds the size a write, truncate or fallocate may give a
+// file (EFBIG past it). A file's inode object lists one 32-byte hash per
+// 64 KiB chunk slot, holes included, and must fit one Badger value
+// (ValueLogFileSize, 128 MiB) or the generation cut that stores it fails
+// and the mount goes read-only: 192 GiB makes 96 MiB of hashes, which
+// leaves room for MaxXattrBytes of attributes. Replay keeps accepting
+// records up to MaxFileSize, as earlier versions wrote.
+const MaxWriteSize = 192 << 30
+
 // ReadAt reads file content at off into p, zero-filling holes, and returns
 // the number of bytes read (short at end of file).
 func (t *Tree) ReadAt(n *Node, p []byte, off uint64) (int, error) {
@@ -102,7 +111,7 @@ func (t *Tree) WriteAt(n *Node, p []byte, off uint64, now int64) error {
 		return nil // write(2) with count 0 has no other effect
 	}
 	end := off + uint64(len(p))
-	if end > MaxFileSize || end < off {
+	if end > MaxWriteSize || end < off {
 		return ErrFileTooBig
 	}
 	for done := 0; done < len(p); {
@@ -127,7 +136,7 @@ func (t *Tree) Truncate(n *Node, size uint64, now int64) error {
 	if !n.IsReg() {
 		return ErrInvalid
 	}
-	if size > MaxFileSize {
+	if size > MaxWriteSize {
 		return ErrFileTooBig
 	}
 	if n.pending == nil {

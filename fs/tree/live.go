@@ -14,6 +14,10 @@ import (
 type Journal interface {
 	Enqueue(r *journal.Record, blobs []cas.Blob) *journal.Pending
 	Sync() error
+	// Admit reports whether an ordinary write of about n journaled bytes
+	// may go ahead (journal.Admit*: the class); its error wraps
+	// journal.ErrNoSpace when the store's file system is full.
+	Admit(n int, class int) error
 }
 
 // Caller says who asked for an operation: the process from the FUSE
@@ -61,7 +65,11 @@ type Live struct {
 
 	epoch  Epoch // counts swaps; a handle opened before one is stale
 	failed error // first journal failure: every later mutation fails
-	now    func() int64
+	// privileged is set while FlushAllLocked runs (a generation cut, a
+	// rewind, an unmount): its commits may use the space reserve that
+	// ordinary writes leave (journal/space.go).
+	privileged bool
+	now        func() int64
 }
 
 // Write buffering limits: a file's pending data is journaled once it holds
@@ -170,6 +178,12 @@ func (l *Live) node(ino uint64) (*Node, error) {
 }
 
 // commit applies r to the tree and enqueues it. Caller holds l.mu.
+//
+// Everything that can refuse the record runs before Apply: Validate (the
+// fields and the encoded size the journal accepts) and Admit (free space
+// in the store). A refusal there is an errno for this one operation and
+// the tree is unchanged; only a journal that stopped taking records after
+// Apply (closed or failed) makes the file system read-only.
 func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 	if l.failed != nil {
 		return l.failed
@@ -180,6 +194,18 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 	r.Pid, r.Comm = c.Pid, c.Comm
 	if err := r.Validate(); err != nil {
 		return err
+	}
+	if err := l.dirRoom(r); err != nil {
+		return err
+	}
+	if !l.privileged {
+		n := r.EncodedLen()
+		for _, b := range blobs {
+			n += len(b.Data)
+		}
+		if err := l.j.Admit(n, admitClass(r, blobs)); err != nil {
+			return err
+		}
 	}
 	if err := l.t.Apply(r); err != nil {
 		return err
@@ -192,6 +218,104 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 	}
 	l.stage.hold(blobs, p)
 	return nil
+}
+
+// admitClass says how much of the space reserve r may use: removals and
+// in-place metadata changes may go on where creating and growing stop, so
+// files can still be deleted on a full disk.
+func admitClass(r *journal.Record, blobs []cas.Blob) int {
+	switch r.Op {
+	case journal.OpUnlink, journal.OpRmdir, journal.OpRename, journal.OpSetattr, journal.OpRemovexattr:
+		return journal.AdmitShrink
+	case journal.OpData:
+		if len(blobs) == 0 {
+			return journal.AdmitShrink // truncate or punch: holes cost no space
+		}
+	}
+	return journal.AdmitWrite
+}
+
+// fallocClass: punching a hole frees, preallocating grows.
+func fallocClass(mode uint32) int {
+	if mode&FallocPunchHole != 0 {
+		return journal.AdmitShrink
+	}
+	return journal.AdmitWrite
+}
+
+// MaxXattrBytes bounds the extended attributes of one inode, names and
+// values together. They live in the inode's object, which must fit one
+// Badger value (see MaxWriteSize): 64 KiB values are legal, so without a
+// bound a few thousand setxattr calls would make an object the next
+// generation cut cannot store. Past it setxattr is ENOSPC, as on ext4
+// when an inode's xattr space is used up.
+const MaxXattrBytes = 16 << 20
+
+// maxDirBytes bounds the entries of one directory as its object encodes
+// them (name, inode number, object hash: up to len(name)+44 bytes each).
+// The object must fit one Badger value (128 MiB) or the generation cut
+// that stores it fails and the mount goes read-only; past the bound a new
+// name is ENOSPC, as on ext4 when a directory's index is full. A variable
+// so that tests can lower it.
+var maxDirBytes = 96 << 20
+
+// dirRoom refuses a record that adds a name to a directory already at
+// maxDirBytes. Only directories with more entries than could fit at the
+// longest names are measured, so the check costs nothing below ~300,000
+// entries.
+func (l *Live) dirRoom(r *journal.Record) error {
+	parent, name := r.Parent, r.Name
+	switch r.Op {
+	case journal.OpCreate, journal.OpMkdir, journal.OpSymlink, journal.OpLink, journal.OpRestore:
+	case journal.OpRename:
+		parent, name = r.NewParent, r.NewName
+	default:
+		return nil
+	}
+	d := l.t.nodes[parent]
+	if d == nil || !d.IsDir() || len(d.entries)*(MaxName+dirEntryBytes) <= maxDirBytes {
+		return nil
+	}
+	total := len(name) + dirEntryBytes
+	for k := range d.entries {
+		total += len(k) + dirEntryBytes
+	}
+	if total > maxDirBytes {
+		return fmt.Errorf("add %q to directory %d: its entries would take %d bytes, more than %d: %w",
+			name, parent, total, maxDirBytes, ErrNoSpace)
+	}
+	return nil
+}
+
+// dirEntryBytes is what one entry costs in a directory object besides its
+// name, at most.
+const dirEntryBytes = 44
+
+// xattrRoom refuses a setxattr that would take n's attributes past
+// MaxXattrBytes.
+func xattrRoom(n *Node, name string, value []byte) error {
+	total := len(name) + len(value)
+	for k, v := range n.xattrs {
+		if k != name {
+			total += len(k) + len(v)
+		}
+	}
+	if total > MaxXattrBytes {
+		return fmt.Errorf("setxattr %s: inode %d would hold %d bytes of attributes, more than %d: %w",
+			name, n.Ino, total, MaxXattrBytes, ErrNoSpace)
+	}
+	return nil
+}
+
+// admit asks the journal for room for n more bytes of file data that will
+// be buffered and journaled later (write, copy_file_range, fallocate,
+// truncate), before the buffers change: a refusal leaves the file as it
+// was. Caller holds l.mu.
+func (l *Live) admit(n uint64, class int) error {
+	if l.privileged {
+		return nil
+	}
+	return l.j.Admit(int(min(uint64(l.pending)+n, 1<<40)), class)
 }
 
 // Fail stops all mutations after a journal error (the journal reports it
@@ -299,5 +423,11 @@ func (l *Live) reap(ino uint64) {
 // NextInoLocked is NextIno for a caller that holds the lock.
 func (l *Live) NextInoLocked() uint64 { return l.nextIno }
 
-// FlushAllLocked is FlushAll for a caller that holds the lock.
-func (l *Live) FlushAllLocked(c Caller) error { return l.flushAll(c) }
+// FlushAllLocked is FlushAll for a caller that holds the lock: a
+// generation cut, a rewind or an unmount, which must finish on a full
+// disk and so may use the space reserve.
+func (l *Live) FlushAllLocked(c Caller) error {
+	l.privileged = true
+	defer func() { l.privileged = false }()
+	return l.flushAll(c)
+}

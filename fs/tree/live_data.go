@@ -1,6 +1,9 @@
 package tree
 
-import "github.com/reynfs/reynfs/journal"
+import (
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
+)
 
 // ReadAt reads file content. Reads share the lock with each other; chunk
 // objects come from the store (whose cache holds hot, verified chunks).
@@ -38,6 +41,9 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	if appending {
 		off = n.Size
 	}
+	if err := l.admit(uint64(len(p)), journal.AdmitWrite); err != nil {
+		return 0, err
+	}
 	if err := l.t.WriteAt(n, p, off, l.now()); err != nil {
 		return 0, err
 	}
@@ -73,6 +79,9 @@ func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length
 	}
 	if !n.IsReg() {
 		return ErrInvalid
+	}
+	if err := l.admit(2*cas.ChunkSize, fallocClass(mode)); err != nil {
+		return err
 	}
 	now := l.now()
 	switch {
@@ -116,6 +125,9 @@ func (l *Live) CopyRange(c Caller, src uint64, srcOff uint64, dst uint64, dstEpo
 		return 0, nil
 	}
 	length = min(length, in.Size-srcOff, 1<<30)
+	if err := l.admit(length, journal.AdmitWrite); err != nil {
+		return 0, err
+	}
 	buf := make([]byte, min(length, FileFlushBytes))
 	done := uint64(0)
 	for done < length {
@@ -158,10 +170,13 @@ func (l *Live) Fsync(c Caller, ino uint64) error {
 	return l.j.Sync()
 }
 
-// Sync journals every buffered write and syncs the journal (syncfs).
+// Sync journals every buffered write and syncs the journal (syncfs, and
+// the unmount's first step). The buffers were admitted when they were
+// written, so their flush may use the space reserve: an unmount completes
+// on a full disk.
 func (l *Live) Sync(c Caller) error {
 	l.mu.Lock()
-	err := l.flushAll(c)
+	err := l.FlushAllLocked(c)
 	l.mu.Unlock()
 	if err != nil {
 		return err

@@ -85,6 +85,9 @@ func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 		if !n.IsReg() {
 			return Stat{}, ErrInvalid
 		}
+		if err := l.admit(cas.ChunkSize, journal.AdmitShrink); err != nil {
+			return Stat{}, err
+		}
 		if err := l.t.Truncate(n, in.Size, now); err != nil {
 			return Stat{}, err
 		}
@@ -272,6 +275,9 @@ func (l *Live) SetXattr(c Caller, ino uint64, name string, value []byte, flags u
 	defer l.mu.Unlock()
 	n, err := l.node(ino)
 	if err != nil {
+		return err
+	}
+	if err := xattrRoom(n, name, value); err != nil {
 		return err
 	}
 	if name == XattrACLAccess && aclMode(n.Mode) {

@@ -1,0 +1,448 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// A full disk is ENOSPC for writers, never a crash (issue 8 item 11,
+// DESIGN invariant 13).
+//
+// Badger writes its value log (*.vlog) and its memtable write-ahead log
+// (*.mem) by copying into shared memory mappings of sparse files: Badger
+// ftruncates a new value log to twice ValueLogFileSize and a new WAL to
+// twice MemTableSize, and only the pages it touches get blocks. A store
+// on a full file system turns the first store into such a page into
+// SIGBUS, which no Go code can catch, and the daemon dies. So:
+//
+//  1. Before each commit the committer makes sure the part of the active
+//     .vlog and .mem that the batch can reach has blocks: it finds where
+//     Badger's writing stopped (the last non-zero byte, scanning back from
+//     the end of what is allocated) and fallocates (KEEP_SIZE) from there
+//     the batch's share plus prepSlack. If that fails, the batch is refused
+//     with ErrNoSpace before Badger sees any of it. The fixed-size DISCARD
+//     file Badger also maps is allocated whole.
+//  2. Free space must then still hold the batch once more, for a .vlog or
+//     .mem Badger starts in the middle of it (a new file is sparse again).
+//  3. Ordinary writes ask Admit first, before anything changes in the
+//     tree: it refuses (ErrNoSpace, which the file system answers ENOSPC)
+//     while the free space is below twice what is queued and asked for,
+//     plus a reserve. The reserve is left for work that must finish on a
+//     full disk: generation cuts, rewinds and the final flush and
+//     generation of an unmount (which do not call Admit), and Badger's own
+//     table writes (memtable flushes and compactions, also written through
+//     mappings, of files Badger creates and fills at once, so nothing can
+//     preallocate them). Removals and in-place metadata changes
+//     (AdmitShrink) may use half of it, so a user can still delete files
+//     on a full disk.
+//
+// Admit asks statfs every time, so writes resume as soon as space comes
+// back; refusing a write never fails the journal. Only a commit that
+// cannot be backed at all (step 1 or 2 failing, which the reserve makes
+// unlikely) fails the journal as any other commit error does.
+
+// Admission classes for Admit: how much of the reserve a write may use.
+const (
+	// AdmitWrite: creates or grows something; keeps the whole reserve.
+	AdmitWrite = iota
+	// AdmitShrink: removes something or changes metadata in place; may
+	// use half the reserve.
+	AdmitShrink
+)
+
+const (
+	// prepSlack is how far past a batch's share the committer keeps the
+	// active files allocated: small writes Badger takes outside the
+	// committer (cas.Put, the generation index) land in it.
+	prepSlack = 512 << 10
+	// entryOverhead bounds what Badger adds to one key and value in a log
+	// (header, CRC, the key's version suffix).
+	entryOverhead = 48
+	// vptrSize is what a value stored in the value log costs in the WAL.
+	vptrSize = 12
+)
+
+// reserveFor returns the free space ordinary writes leave on a file system
+// of total bytes: an eighth of it, at least 2 MiB and at most 64 MiB (two
+// memtables' worth of table writes).
+func reserveFor(total uint64) uint64 {
+	return min(max(total/8, 2<<20), 64<<20)
+}
+
+// space keeps Badger's mapped files backed by blocks and answers Admit.
+type space struct {
+	dir       string
+	threshold int // Badger's value threshold: larger values go to the vlog
+	// freeFn returns the bytes available to this process on the store's
+	// file system and that file system's size. Tests replace it.
+	freeFn atomic.Pointer[freeFunc]
+
+	mu      sync.Mutex
+	logs    [2]*mapped // the value log and the WAL Badger writes now
+	whole   bool       // DISCARD (fixed size) allocated whole
+	commits int        // prepared so far
+	check   bool       // this commit also looks for what others did
+
+	full atomic.Bool // last Admit refused; logged on change
+}
+
+type freeFunc func() (avail, total uint64, err error)
+
+func newSpace(dir string, threshold int) *space {
+	s := &space{dir: dir, threshold: threshold}
+	statfs := freeFunc(func() (uint64, uint64, error) {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+		}
+		return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
+	})
+	s.freeFn.Store(&statfs)
+	return s
+}
+
+func (s *space) free() (avail, total uint64, err error) { return (*s.freeFn.Load())() }
+
+// Admit reports whether an ordinary write that will journal about n bytes
+// (records and the data they carry) may go ahead: the caller asks before
+// it changes anything, and answers ENOSPC when the error wraps ErrNoSpace.
+// class is AdmitWrite or AdmitShrink. Generation cuts, rewinds and an
+// unmount's final flush do not ask: they may use the reserve.
+func (j *Journal) Admit(n int, class int) error {
+	if j.space == nil {
+		return nil
+	}
+	avail, total, err := j.space.free()
+	if err != nil {
+		j.log.Warn().Err(err).Msg("free space unknown; write admitted")
+		return nil
+	}
+	j.mu.Lock()
+	queued := j.cur.bytes + j.inflight
+	j.mu.Unlock()
+	reserve := reserveFor(total)
+	if class == AdmitShrink {
+		reserve /= 2
+	}
+	need := 2*uint64(queued+max(n, 0)+prepSlack) + reserve
+	if avail < need {
+		if !j.space.full.Swap(true) {
+			j.log.Warn().Uint64("free", avail).Uint64("reserve", reserve).
+				Msg("store file system full: writes get ENOSPC until space is freed")
+		}
+		return fmt.Errorf("append: %w (%d bytes free, %d needed with the reserve)", ErrNoSpace, avail, need)
+	}
+	if class == AdmitWrite && j.space.full.Swap(false) {
+		j.log.Info().Uint64("free", avail).Msg("store file system has space again: writes resume")
+	}
+	return nil
+}
+
+// shares returns how many bytes b can append to the value log and to the
+// memtable WAL.
+func (s *space) shares(b *batch) (vlog, wal int) {
+	add := func(key, val int) {
+		if val >= s.threshold {
+			vlog += key + val + entryOverhead
+			wal += key + vptrSize + entryOverhead
+		} else {
+			wal += key + val + entryOverhead
+		}
+	}
+	for _, it := range b.items {
+		for _, bl := range it.blobs {
+			add(1+len(bl.Hash), len(bl.Data))
+		}
+		n := 2 // a reset is indexed twice
+		if !it.reset {
+			n = 1
+		}
+		for range n {
+			add(max(len(it.key), 9), len(it.val))
+		}
+	}
+	return vlog, wal + 4096 // "m/seq" and Badger's transaction marks
+}
+
+// prepare backs what b can write in Badger's mapped files with blocks
+// (steps 1 and 2 above). Errors wrap ErrNoSpace or are I/O errors.
+func (s *space) prepare(b *batch) error {
+	vlog, wal := s.shares(b)
+	return s.prepareBytes(vlog, wal, false)
+}
+
+// prepareBytes is prepare for vlog bytes of value log and wal bytes of
+// WAL; force makes it look for what others did whatever the count.
+func (s *space) prepareBytes(vlog, wal int, force bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The system calls that only notice what others did (a new log file,
+	// writes outside the committer, space taken on the file system) run
+	// for every 8th commit and every big one: a small commit between
+	// checks is covered by the slack and the reserve.
+	s.commits++
+	s.check = force || s.commits%8 == 0 || vlog+wal >= 256<<10
+	for i, w := range []struct {
+		ext, format string
+		bytes       int
+	}{{".vlog", "%06d.vlog", vlog}, {".mem", "%05d.mem", wal}} {
+		m, err := s.active(i, w.ext, w.format)
+		if err != nil {
+			return err
+		}
+		if m != nil {
+			if err := m.ahead(int64(w.bytes), s.check); err != nil {
+				return err
+			}
+		}
+	}
+	if !s.whole {
+		path := filepath.Join(s.dir, "DISCARD")
+		if err := allocWhole(path); err != nil {
+			return err
+		}
+		_, err := os.Stat(path)
+		s.whole = err == nil
+	}
+	if !s.check {
+		return nil
+	}
+	avail, _, err := s.free()
+	if err == nil && avail < uint64(vlog+wal) {
+		return fmt.Errorf("prepare store files: %w (%d bytes free, a batch of %d)", ErrNoSpace, avail, vlog+wal)
+	}
+	return nil
+}
+
+// mapped is one of Badger's logs that space keeps allocated ahead of the
+// writes.
+type mapped struct {
+	name  string
+	id    int64
+	f     *os.File
+	est   int64 // where Badger's writing ends, at most (estimated)
+	alloc int64 // [0, alloc) has blocks (we allocated them)
+	since int   // commits since est was measured
+}
+
+// active returns the log Badger writes now for slot i (0 value log, 1 WAL),
+// noticing when Badger has moved on to a new file (the next number
+// exists). nil if there is none (Badger keeps no WAL in memory mode).
+func (s *space) active(i int, ext, format string) (*mapped, error) {
+	m := s.logs[i]
+	if m != nil && !s.check {
+		return m, nil
+	}
+	if m != nil {
+		if _, err := os.Stat(filepath.Join(s.dir, fmt.Sprintf(format, m.id+1))); err != nil {
+			return m, nil // still the newest
+		}
+	}
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("prepare store files: %w", err)
+	}
+	name, id := newest(ents, ext)
+	if name == "" {
+		return nil, nil
+	}
+	if m != nil {
+		_ = m.f.Close() // Badger is done with it
+		s.logs[i] = nil
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", name, err)
+	}
+	m = &mapped{name: name, id: id, f: f}
+	if err := m.measure(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	m.alloc = m.est // what lies past it may be sparse: allocate it ourselves
+	s.logs[i] = m
+	return m, nil
+}
+
+// measure sets est to where Badger's writing really ends.
+func (m *mapped) measure() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(m.f.Fd()), &st); err != nil {
+		return fmt.Errorf("prepare %s: %w", m.name, err)
+	}
+	end, err := writtenEnd(m.f, max(st.Blocks*512, m.alloc))
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", m.name, err)
+	}
+	m.est, m.since = end, 0
+	return nil
+}
+
+// ahead makes sure that the n bytes after the end of what Badger has
+// written are allocated, plus prepSlack. The end is estimated from what
+// the committer handed Badger; it is measured again every 64 commits,
+// when check finds a page past the estimate no longer zero (someone else
+// wrote to the store: cas.Put, the generation index) and before
+// allocating.
+func (m *mapped) ahead(n int64, check bool) error {
+	if m.since >= 64 || check && m.tripped() {
+		if err := m.measure(); err != nil {
+			return err
+		}
+	}
+	m.since++
+	if m.est+n+prepSlack/2 > m.alloc {
+		if err := m.measure(); err != nil {
+			return err
+		}
+		want := m.est + n + prepSlack
+		if err := unix.Fallocate(int(m.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, m.est, want-m.est); err != nil {
+			if err == unix.ENOSPC || err == unix.EDQUOT {
+				return fmt.Errorf("prepare %s: %w", m.name, ErrNoSpace)
+			}
+			if err != unix.EOPNOTSUPP { // without fallocate, statfs alone guards
+				return fmt.Errorf("prepare %s: fallocate: %w", m.name, err)
+			}
+		}
+		m.alloc = max(m.alloc, want)
+	}
+	m.est += n
+	return nil
+}
+
+// tripped reports whether the page after the one holding est has data:
+// then Badger wrote more than the committer handed it.
+func (m *mapped) tripped() bool {
+	const page = 4 << 10
+	off := (m.est/page + 1) * page
+	if off+page > m.alloc {
+		return false
+	}
+	var buf [page]byte
+	k, _ := m.f.ReadAt(buf[:], off)
+	return lastNonZero(buf[:k]) >= 0
+}
+
+// writtenEnd returns the offset just past the last non-zero byte of f
+// below alloc. Badger appends to its logs from the start, and what we
+// allocated ahead of it reads as zeros, so this is where its writing
+// stopped (give or take trailing zero bytes of the last entry, which the
+// slack covers).
+func writtenEnd(f *os.File, alloc int64) (int64, error) {
+	const step = 64 << 10
+	buf := make([]byte, step)
+	for hi := alloc; hi > 0; {
+		lo := max(hi-step, 0)
+		k, err := f.ReadAt(buf[:hi-lo], lo)
+		if err != nil && k < int(hi-lo) {
+			// Past the file's size (allocated with KEEP_SIZE): zeros.
+			clear(buf[k : hi-lo])
+		}
+		if i := lastNonZero(buf[:hi-lo]); i >= 0 {
+			return lo + int64(i) + 1, nil
+		}
+		hi = lo
+	}
+	return 0, nil
+}
+
+func lastNonZero(b []byte) int {
+	var zero [512]byte
+	for len(b) > 0 {
+		k := min(len(b), len(zero))
+		tail := b[len(b)-k:]
+		if !bytes.Equal(tail, zero[:k]) {
+			for i := k - 1; i >= 0; i-- {
+				if tail[i] != 0 {
+					return len(b) - k + i
+				}
+			}
+		}
+		b = b[:len(b)-k]
+	}
+	return -1
+}
+
+// allocWhole gives every byte of a fixed-size mapped file a block.
+func allocWhole(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // not made yet: the next commit looks again
+	}
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", filepath.Base(path), err)
+	}
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, fi.Size())
+	switch {
+	case err == nil || err == unix.EOPNOTSUPP:
+		return nil
+	case err == unix.ENOSPC || err == unix.EDQUOT:
+		return fmt.Errorf("prepare %s: %w", filepath.Base(path), ErrNoSpace)
+	}
+	return fmt.Errorf("prepare %s: fallocate: %w", filepath.Base(path), err)
+}
+
+// newest returns the name and number of the highest-numbered file with
+// suffix ext ("" if none): the one Badger writes to.
+func newest(ents []os.DirEntry, ext string) (string, int64) {
+	best, bestID := "", int64(-1)
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ext) {
+			continue
+		}
+		id, err := strconv.ParseInt(strings.TrimSuffix(name, ext), 10, 64)
+		if err == nil && id > bestID {
+			best, bestID = name, id
+		}
+	}
+	return best, bestID
+}
+
+// close releases the files space keeps open.
+func (s *space) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range s.logs {
+		if m != nil {
+			_ = m.f.Close()
+			s.logs[i] = nil
+		}
+	}
+}
+
+// Prepare backs the next n bytes Badger may write to its value log (and
+// what that costs in its WAL) with blocks, for a caller about to write to
+// the database outside Enqueue: a value-log GC run rewrites live values
+// into the active log. An error wrapping ErrNoSpace means there is no
+// room: skip the write.
+func (j *Journal) Prepare(n int) error {
+	if j.space == nil {
+		return nil
+	}
+	return j.space.prepareBytes(n, n/8+4096, true)
+}
+
+// SetFreeSpace replaces how the journal learns the free space of the
+// store's file system (statfs by default): tests make a disk full without
+// filling one. f returns the bytes available and the file system's size.
+func (j *Journal) SetFreeSpace(f func() (avail, total uint64, err error)) {
+	if j.space != nil {
+		ff := freeFunc(f)
+		j.space.freeFn.Store(&ff)
+	}
+}
