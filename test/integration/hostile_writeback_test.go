@@ -170,11 +170,17 @@ func TestHostileWriteback(t *testing.T) {
 	// 1. During the first import, nobody keeps swapping pub/sub for a
 	// symlink to root's secrets (same names, other content).
 	// Absolute paths: once the mount is up, the swaps happen in it, not
-	// underneath (that case is TestWritesUnderneathKept).
+	// underneath (that case is TestWritesUnderneathKept). The pauses keep
+	// the link in place most of the time, and let a readdir of pub end (a
+	// rename loop without pause can keep getdents finding new entries).
 	pubDir := filepath.Join(proj, "pub")
-	stop := startNobody(t, "/", fmt.Sprintf(
-		`while :; do mv -T %[1]s/sub %[1]s/sub.real; ln -s %[2]s %[1]s/sub; rm %[1]s/sub; mv -T %[1]s/sub.real %[1]s/sub; done`, pubDir, secrets))
+	requireTool(t, "perl")
+	stop := startNobody(t, "/", fmt.Sprintf(`perl -e '($p, $s) = @ARGV; while (1) {
+		rename("$p/sub", "$p/sub.real"); symlink($s, "$p/sub"); select(undef, undef, undef, 0.002);
+		unlink("$p/sub"); rename("$p/sub.real", "$p/sub"); select(undef, undef, undef, 0.0005) }' %s %s`,
+		pubDir, secrets))
 	time.Sleep(100 * time.Millisecond)
+
 	m := mountProject(t, proj)
 	stop()
 	// Put the mount's pub/sub back the way it was.
