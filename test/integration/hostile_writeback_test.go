@@ -347,3 +347,70 @@ func TestWritesUnderneathKept(t *testing.T) {
 	m.Unmount()
 	check("unmounted again")
 }
+
+// TestWritebackFailureDoesNotBrick: a path the write-back cannot write (an
+// immutable file underneath) is reported by path, the rest is written, the
+// next mount still works and records no bogus change, and once the path
+// can be written again the next write-back writes it (issue 8 item 14).
+func TestWritebackFailureDoesNotBrick(t *testing.T) {
+	requireFUSE(t)
+	chattr := requireTool(t, "chattr")
+	proj := t.TempDir()
+	writeFile(t, filepath.Join(proj, "x"), []byte("x1\n"), 0o644)
+	writeFile(t, filepath.Join(proj, "y"), []byte("y1\n"), 0o644)
+	writeFile(t, filepath.Join(proj, "z"), []byte("z1\n"), 0o644)
+	x := filepath.Join(proj, "x")
+	t.Cleanup(func() { _ = exec.Command(chattr, "-i", x).Run() })
+	if out, err := exec.Command(chattr, "+i", x).CombinedOutput(); err != nil {
+		skipOrFail(t, "chattr +i %s: %v: %s (a file system without immutable files?)", x, err, out)
+	}
+	m := mountProject(t, proj)
+	writeFile(t, filepath.Join(proj, "x"), []byte("x2\n"), 0o644)
+	writeFile(t, filepath.Join(proj, "y"), []byte("y2\n"), 0o644)
+	writeFile(t, filepath.Join(proj, "w"), []byte("w1\n"), 0o644)
+	if err := os.Remove(filepath.Join(proj, "z")); err != nil {
+		t.Fatal(err)
+	}
+	r := m.Run("unmount", m.Dir, "--store", m.Store)
+	if isMounted(m.Dir) {
+		t.Fatalf("unmount: exit %d: %s; still mounted", r.Code, r.Stderr)
+	}
+	m.waitDaemonGone()
+	if r.Code == 0 || !strings.Contains(r.Stderr, "\nreynfs: not written x: ") {
+		t.Errorf("unmount does not report x as not written: exit %d: %q", r.Code, r.Stderr)
+	}
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for name, data := range want {
+			if b, err := os.ReadFile(filepath.Join(proj, name)); err != nil || string(b) != data {
+				t.Errorf("%s: %s = %q (%v), want %q", when, name, b, err, data)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(proj, "z")); err == nil {
+			t.Errorf("%s: z is back", when)
+		}
+	}
+	check("written back", map[string]string{"x": "x1\n", "y": "y2\n", "w": "w1\n"})
+	m.Mount() // the retry fails again: the mount serves head all the same
+	check("remounted", map[string]string{"x": "x2\n", "y": "y2\n", "w": "w1\n"})
+	if r := m.Run("log", "--store", m.Store); strings.Contains(r.Stdout, "changes made while unmounted") {
+		t.Errorf("the failed path was recorded as a change made while unmounted:\n%s", r.Stdout)
+	}
+	r = m.Run("unmount", m.Dir, "--store", m.Store)
+	if isMounted(m.Dir) || !strings.Contains(r.Stderr, "\nreynfs: not written x: ") {
+		t.Fatalf("second unmount: exit %d: %q", r.Code, r.Stderr)
+	}
+	m.waitDaemonGone()
+	check("written back twice", map[string]string{"x": "x1\n", "y": "y2\n", "w": "w1\n"})
+	// Writable again: the next mount's retry writes it.
+	if out, err := exec.Command(chattr, "-i", x).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v: %s", err, out)
+	}
+	m.Mount()
+	check("remounted after chattr -i", map[string]string{"x": "x2\n", "y": "y2\n", "w": "w1\n"})
+	m.Unmount()
+	check("written back at last", map[string]string{"x": "x2\n", "y": "y2\n", "w": "w1\n"})
+	if r := m.Run("log", "--store", m.Store); strings.Contains(r.Stdout, "changes made while unmounted") {
+		t.Errorf("a change made while unmounted was recorded, though nothing changed:\n%s", r.Stdout)
+	}
+}
