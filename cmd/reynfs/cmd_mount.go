@@ -96,7 +96,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	if err := os.MkdirAll(paths.Store, 0o700); err != nil {
 		return fail(fmt.Errorf("store %s: %w", paths.Store, err))
 	}
-	logf, err := os.OpenFile(daemon.LogPath(paths.Store), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(daemon.LogPath(paths.Store), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600) // a planted link is refused
 	if err != nil {
 		return fail(fmt.Errorf("log: %w", err))
 	}
