@@ -125,8 +125,14 @@ func tempName() string {
 	return ".reynfs-" + hex.EncodeToString(b[:]) + ".tmp"
 }
 
-// createTemp creates a new temporary file in d with O_EXCL.
-func createTemp(d *os.File) (*os.File, string, error) {
+// createTemp creates a new temporary file in d: unnamed (O_TMPFILE) where
+// the file system can, so that a crash leaves nothing behind, else under a
+// fresh name with O_EXCL. name is "" for an unnamed file.
+func createTemp(d *os.File) (f *os.File, name string, err error) {
+	fd, err := unix.Openat(int(d.Fd()), ".", unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		return os.NewFile(uintptr(fd), d.Name()+"/(tmpfile)"), "", nil
+	}
 	for range 16 {
 		name := tempName()
 		fd, err := unix.Openat(int(d.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -139,6 +145,20 @@ func createTemp(d *os.File) (*os.File, string, error) {
 		return os.NewFile(uintptr(fd), d.Name()+"/"+name), name, nil
 	}
 	return nil, "", unix.EEXIST
+}
+
+// nameTemp links an unnamed temporary file into d under a fresh name (the
+// /proc/self/fd link needs no capability, unlike AT_EMPTY_PATH).
+func nameTemp(d *os.File, f *os.File) (string, error) {
+	for range 16 {
+		name := tempName()
+		err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), int(d.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		return name, err
+	}
+	return "", unix.EEXIST
 }
 
 // removeAt removes name from d, a subtree depth first, never following a

@@ -343,9 +343,9 @@ func sameChunks(a, b []cas.Hash) bool {
 }
 
 // file writes n's content and attributes to a new temporary file in d
-// (unique, O_EXCL, short) and renames it over name, so a crash leaves
-// either the old or the new file, and a name planted by a user is never
-// opened.
+// (O_TMPFILE, or unique, O_EXCL and short) and renames it over name, so a
+// crash leaves either the old or the new file, and a name planted by a
+// user is never opened.
 func (e *exporter) file(d *os.File, name, rel string, n *tree.Node) error {
 	f, tmp, err := createTemp(d)
 	if err != nil {
@@ -357,6 +357,9 @@ func (e *exporter) file(d *os.File, name, rel string, n *tree.Node) error {
 	}
 	if err == nil {
 		err = e.fdAttrs(f, n)
+	}
+	if err == nil && tmp == "" {
+		tmp, err = nameTemp(d, f) // only now, for the rename
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -370,7 +373,9 @@ func (e *exporter) file(d *os.File, name, rel string, n *tree.Node) error {
 		}
 	}
 	if err != nil {
-		_ = unix.Unlinkat(int(d.Fd()), tmp, 0)
+		if tmp != "" {
+			_ = unix.Unlinkat(int(d.Fd()), tmp, 0)
+		}
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil

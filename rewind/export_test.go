@@ -46,7 +46,11 @@ func (m *treeMaker) tree(t *testing.T, dir string, base *tree.Tree) *tree.Tree {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tr.Root(); err != nil {
+	_, blobs, err := tr.Root()
+	if err == nil {
+		err = StoreBlobs(m.store, blobs)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return tr
@@ -312,4 +316,46 @@ func TestImportReadsNoSymlinkTarget(t *testing.T) {
 		t.Errorf("OpenDir followed a symlink")
 	}
 	check()
+}
+
+func TestUnderneath(t *testing.T) {
+	m := newTreeMaker()
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "a"), "a1\n")
+	writeFile(t, filepath.Join(src, "b"), "b1\n")
+	base := m.tree(t, src, nil)
+	out := t.TempDir()
+	if err := Export(base, nil, out); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "a"), "a2\n")
+	writeFile(t, filepath.Join(src, "d", "new"), "n\n")
+	next := m.tree(t, src, base)
+	top, err := OpenDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	keep, paths, err := Underneath(m.store, top, base, next, nil)
+	if err != nil || len(keep) != 0 {
+		t.Fatalf("nothing changed underneath, got %v %v", paths, err)
+	}
+	// A write-back that ran (a crash before its bookkeeping) put next's
+	// state there: the redo must not take it for someone's change. Then a
+	// user writes b and adds c underneath.
+	if err := ExportAt(next, top, ExportOptions{Base: base}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(out, "d"), 0o700); err != nil { // its attributes not yet set
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(out, "b"), "b-under\n")
+	writeFile(t, filepath.Join(out, "c"), "c\n")
+	keep, paths, err = Underneath(m.store, top, base, next, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(paths, " ") != "b c" || !keep["b"] || !keep["c"] {
+		t.Errorf("kept %v, want b and c", paths)
+	}
 }

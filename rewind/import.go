@@ -23,9 +23,10 @@ import (
 //
 // The import runs as the mount's owner, often root, over a directory other
 // users may write while it runs: every entry is reached relative to its
-// directory's descriptor, opened with O_NOFOLLOW and checked with fstat to
-// be the entry that was stat'ed, so a symlink swapped in is never followed
-// (DESIGN invariant 9; see dirfd.go).
+// directory's descriptor through an O_PATH|O_NOFOLLOW descriptor that
+// pins its inode; what is read is opened from that descriptor and checked
+// with fstat, so a symlink swapped in is never followed (DESIGN invariant
+// 9; see dirfd.go).
 type Importer struct {
 	Store cas.Store
 	Base  *tree.Tree
@@ -189,32 +190,26 @@ func (im *Importer) copyBase(parent uint64, name, rel string, b *tree.Node) erro
 		Atime: b.Atime, Mtime: b.Mtime, Time: b.Ctime}, rel)
 }
 
-// errSwapped is an entry replaced between its stat and its open.
-var errSwapped = errors.New("changed while being imported")
-
 func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, baseDir *tree.Node) error {
 	if im.Ctx != nil {
 		if err := im.Ctx.Err(); err != nil {
 			return fmt.Errorf("import %s: %w", rel, err)
 		}
 	}
-	// An entry swapped between lstat and open (a symlink planted for a
-	// file) is looked at again, a few times, then refused.
-	for range 3 {
-		err := im.entryOnce(d, rel, parent, name, baseDir)
-		if !errors.Is(err, errSwapped) {
-			return err
-		}
-	}
-	return fmt.Errorf("import %s: %w", rel, errSwapped)
-}
-
-func (im *Importer) entryOnce(d *os.File, rel string, parent uint64, name string, baseDir *tree.Node) error {
-	st, err := lstatAt(d, name)
+	// An O_PATH|O_NOFOLLOW descriptor pins the inode the name holds now,
+	// a symlink included; its fstat, the directory or file opened from it
+	// and its link target all describe that one inode, whatever is
+	// renamed over the name meanwhile.
+	pfd, err := unix.Openat(int(d.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil // removed while we walked
 		}
+		return fmt.Errorf("import %s: %w", rel, err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
 		return fmt.Errorf("import %s: %w", rel, err)
 	}
 	key := [2]uint64{st.Dev, st.Ino}
@@ -230,24 +225,27 @@ func (im *Importer) entryOnce(d *os.File, rel string, parent uint64, name string
 			}
 		}
 	}
-	// Open what must be read, and check it is what was stat'ed.
+	// Open what must be read, from the pinned inode.
 	var f *os.File
+	var target string
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
-		f, err = openDirAt(d, name)
+		var fd int
+		if fd, err = unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			f = os.NewFile(uintptr(fd), rel)
+		}
 	case syscall.S_IFREG:
 		if !unchanged(base, &st) {
 			var fd int
-			fd, err = unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+			fd, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 			if err == nil {
 				f = os.NewFile(uintptr(fd), rel)
 			}
 		}
+	case syscall.S_IFLNK:
+		target, err = readlinkAt(pfd, st.Size)
 	}
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			return errSwapped
-		}
 		return fmt.Errorf("import %s: %w", rel, err)
 	}
 	if f != nil {
@@ -256,18 +254,8 @@ func (im *Importer) entryOnce(d *os.File, rel string, parent uint64, name string
 		if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
 			return fmt.Errorf("import %s: %w", rel, err)
 		}
-		if fst.Dev != st.Dev || fst.Ino != st.Ino || fst.Mode&syscall.S_IFMT != st.Mode&syscall.S_IFMT {
-			return errSwapped
-		}
-		st = fst
-	}
-	var target string
-	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-		if target, err = readlinkAt(d, name, st.Size); err != nil {
-			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
-				return errSwapped
-			}
-			return fmt.Errorf("import %s: %w", rel, err)
+		if fst.Dev != st.Dev || fst.Ino != st.Ino {
+			return fmt.Errorf("import %s: opened another file than the one stat'ed", rel)
 		}
 	}
 	var ino uint64
@@ -309,11 +297,12 @@ func (im *Importer) entryOnce(d *os.File, rel string, parent uint64, name string
 	return im.finish(rel, ino, &st, base)
 }
 
-// readlinkAt reads symlink name in d; size is its lstat size.
-func readlinkAt(d *os.File, name string, size int64) (string, error) {
+// readlinkAt reads the symlink an O_PATH|O_NOFOLLOW descriptor holds;
+// size is its lstat size.
+func readlinkAt(pfd int, size int64) (string, error) {
 	buf := make([]byte, max(size+1, 256))
 	for {
-		n, err := unix.Readlinkat(int(d.Fd()), name, buf)
+		n, err := unix.Readlinkat(pfd, "", buf)
 		if err != nil {
 			return "", err
 		}

@@ -71,6 +71,11 @@ func Underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet) 
 // look the same in the directory: type, mode, owner, and content (a
 // directory's entries are compared on their own).
 func sameContent(at *tree.Tree, a *tree.Node, bt *tree.Tree, b *tree.Node) bool {
+	if a.IsDir() && b.IsDir() {
+		// Its attributes are set last: a write-back a crash interrupted
+		// leaves them unset, and that is no one's change.
+		return true
+	}
 	if a.Mode != b.Mode || a.Uid != b.Uid || a.Gid != b.Gid {
 		return false
 	}
@@ -88,14 +93,15 @@ func sameContent(at *tree.Tree, a *tree.Node, bt *tree.Tree, b *tree.Node) bool 
 }
 
 // Sig is what lstat says of a path, kept to tell later whether someone
-// changed the path since (a path a write-back failed on).
+// changed the path since (a path a write-back failed on). Like the import's
+// stat check it leaves out ctime: chattr or a chown back does not make a
+// failed path someone's change.
 type Sig struct {
 	Absent bool   `json:"absent,omitempty"`
 	Mode   uint32 `json:"mode,omitempty"`
 	Ino    uint64 `json:"ino,omitempty"`
 	Size   int64  `json:"size,omitempty"`
 	Mtime  int64  `json:"mtime,omitempty"`
-	Ctime  int64  `json:"ctime,omitempty"`
 }
 
 // SigAt stats rel below top without following a symlink.
@@ -110,5 +116,5 @@ func SigAt(top *os.File, rel string) Sig {
 	if err != nil {
 		return Sig{Absent: errors.Is(err, unix.ENOENT)}
 	}
-	return Sig{Mode: st.Mode, Ino: st.Ino, Size: st.Size, Mtime: mtime(&st), Ctime: ctime(&st)}
+	return Sig{Mode: st.Mode, Ino: st.Ino, Size: st.Size, Mtime: mtime(&st)}
 }

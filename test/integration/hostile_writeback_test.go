@@ -165,11 +165,17 @@ func TestHostileWriteback(t *testing.T) {
 	// 1. During the first import, nobody keeps swapping pub/sub for a
 	// symlink to root's secrets (same names, other content).
 	// Absolute paths: once the mount is up, the swaps happen in it, not
-	// underneath (that case is TestWritesUnderneathKept).
+	// underneath (that case is TestWritesUnderneathKept). The pauses keep
+	// the link in place most of the time, and let a readdir of pub end (a
+	// rename loop without pause can keep getdents finding new entries).
 	pubDir := filepath.Join(proj, "pub")
-	stop := startNobody(t, "/", fmt.Sprintf(
-		`while :; do mv -T %[1]s/sub %[1]s/sub.real; ln -s %[2]s %[1]s/sub; rm %[1]s/sub; mv -T %[1]s/sub.real %[1]s/sub; done`, pubDir, secrets))
+	requireTool(t, "perl")
+	stop := startNobody(t, "/", fmt.Sprintf(`perl -e '($p, $s) = @ARGV; while (1) {
+		rename("$p/sub", "$p/sub.real"); symlink($s, "$p/sub"); select(undef, undef, undef, 0.002);
+		unlink("$p/sub"); rename("$p/sub.real", "$p/sub"); select(undef, undef, undef, 0.0005) }' %s %s`,
+		pubDir, secrets))
 	time.Sleep(100 * time.Millisecond)
+
 	m := mountProject(t, proj)
 	stop()
 	// Put the mount's pub/sub back the way it was.
@@ -335,4 +341,71 @@ func TestWritesUnderneathKept(t *testing.T) {
 	}
 	m.Unmount()
 	check("unmounted again")
+}
+
+// TestWritebackFailureDoesNotBrick: a path the write-back cannot write (an
+// immutable file underneath) is reported by path, the rest is written, the
+// next mount still works and records no bogus change, and once the path
+// can be written again the next write-back writes it (issue 8 item 14).
+func TestWritebackFailureDoesNotBrick(t *testing.T) {
+	requireFUSE(t)
+	chattr := requireTool(t, "chattr")
+	proj := t.TempDir()
+	writeFile(t, filepath.Join(proj, "x"), []byte("x1\n"), 0o644)
+	writeFile(t, filepath.Join(proj, "y"), []byte("y1\n"), 0o644)
+	writeFile(t, filepath.Join(proj, "z"), []byte("z1\n"), 0o644)
+	x := filepath.Join(proj, "x")
+	t.Cleanup(func() { _ = exec.Command(chattr, "-i", x).Run() })
+	if out, err := exec.Command(chattr, "+i", x).CombinedOutput(); err != nil {
+		skipOrFail(t, "chattr +i %s: %v: %s (a file system without immutable files?)", x, err, out)
+	}
+	m := mountProject(t, proj)
+	writeFile(t, filepath.Join(proj, "x"), []byte("x2\n"), 0o644)
+	writeFile(t, filepath.Join(proj, "y"), []byte("y2\n"), 0o644)
+	writeFile(t, filepath.Join(proj, "w"), []byte("w1\n"), 0o644)
+	if err := os.Remove(filepath.Join(proj, "z")); err != nil {
+		t.Fatal(err)
+	}
+	r := m.Run("unmount", m.Dir, "--store", m.Store)
+	if isMounted(m.Dir) {
+		t.Fatalf("unmount: exit %d: %s; still mounted", r.Code, r.Stderr)
+	}
+	m.waitDaemonGone()
+	if r.Code == 0 || !strings.Contains(r.Stderr, "\nreynfs: not written x: ") {
+		t.Errorf("unmount does not report x as not written: exit %d: %q", r.Code, r.Stderr)
+	}
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for name, data := range want {
+			if b, err := os.ReadFile(filepath.Join(proj, name)); err != nil || string(b) != data {
+				t.Errorf("%s: %s = %q (%v), want %q", when, name, b, err, data)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(proj, "z")); err == nil {
+			t.Errorf("%s: z is back", when)
+		}
+	}
+	check("written back", map[string]string{"x": "x1\n", "y": "y2\n", "w": "w1\n"})
+	m.Mount() // the retry fails again: the mount serves head all the same
+	check("remounted", map[string]string{"x": "x2\n", "y": "y2\n", "w": "w1\n"})
+	if r := m.Run("log", "--store", m.Store); strings.Contains(r.Stdout, "changes made while unmounted") {
+		t.Errorf("the failed path was recorded as a change made while unmounted:\n%s", r.Stdout)
+	}
+	r = m.Run("unmount", m.Dir, "--store", m.Store)
+	if isMounted(m.Dir) || !strings.Contains(r.Stderr, "\nreynfs: not written x: ") {
+		t.Fatalf("second unmount: exit %d: %q", r.Code, r.Stderr)
+	}
+	m.waitDaemonGone()
+	check("written back twice", map[string]string{"x": "x1\n", "y": "y2\n", "w": "w1\n"})
+	// Writable again: the next mount's retry writes it.
+	if out, err := exec.Command(chattr, "-i", x).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v: %s", err, out)
+	}
+	m.Mount()
+	check("remounted after chattr -i", map[string]string{"x": "x2\n", "y": "y2\n", "w": "w1\n"})
+	m.Unmount()
+	check("written back at last", map[string]string{"x": "x2\n", "y": "y2\n", "w": "w1\n"})
+	if r := m.Run("log", "--store", m.Store); strings.Contains(r.Stdout, "changes made while unmounted") {
+		t.Errorf("a change made while unmounted was recorded, though nothing changed:\n%s", r.Stdout)
+	}
 }
