@@ -486,6 +486,28 @@ func TestSignalInterruptsMountImport(t *testing.T) {
 	coreSameFingerprint(t, dir, before, "interrupted mount")
 }
 
+// hcStop stops the daemon pid with SIGSTOP and waits until it is stopped
+// (the stop takes a moment to reach every thread); it is continued when
+// the test ends.
+func hcStop(t *testing.T, pid int) {
+	t.Helper()
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) // registered first, so it always runs
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		s := string(b)
+		if j := strings.LastIndexByte(s, ')'); err == nil && j > 0 && j+2 < len(s) && s[j+2] == 'T' {
+			return
+		}
+		if i == 500 {
+			t.Fatalf("daemon %d not stopped 5 s after SIGSTOP: %q, %v", pid, s, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestSignalStopsClientWait: a client waiting on a daemon that does not
 // answer (stopped with SIGSTOP) exits 143 on SIGTERM and 130 on SIGINT,
 // at once and with one line.
@@ -494,10 +516,7 @@ func TestSignalStopsClientWait(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "a"), []byte("a"), 0o644)
 	m := mountProject(t, dir)
 	pid := m.pid
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) // before the stop, so it always runs
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	hcStop(t, pid)
 	for _, c := range []struct {
 		sig  syscall.Signal
 		code int
@@ -643,6 +662,47 @@ func TestOverlapsRefused(t *testing.T) {
 	}
 	if !isMounted(m.Dir) {
 		t.Fatal("the live mount is gone after the refused mounts")
+	}
+	m.Unmount()
+}
+
+// TestUnmountHungDaemon: a mount whose daemon is stopped and whose socket
+// is gone is reported stale within seconds, and unmount aborts its FUSE
+// connection and detaches it (exit 0); the daemon, continued, ends, and
+// the next mount serves what it had acknowledged.
+func TestUnmountHungDaemon(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	writeFile(t, filepath.Join(m.Dir, "w"), []byte("acknowledged"), 0o644)
+	if r := m.Run("checkpoint", "--store", m.Store); r.Code != 0 {
+		t.Fatalf("reynfs checkpoint: exit %d: %s", r.Code, r.Stderr)
+	}
+	pid := m.pid
+	hcStop(t, pid)
+	if err := os.Remove(filepath.Join(m.Store, "control.sock")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(reynfsBin, "status", "--store", m.Store)
+	cmd.Env, cmd.Dir = m.env, "/"
+	r := hcRunCmd(t, cmd, 10*time.Second)
+	rwOneLine(t, r, 6, "reynfs status (daemon stopped, socket gone)")
+	if !strings.Contains(r.Stderr, "hung or stopped") {
+		t.Errorf("reynfs status (daemon stopped): stderr %q; want it to say the daemon is hung or stopped", r.Stderr)
+	}
+	cmd = exec.Command(reynfsBin, "unmount", "--store", m.Store)
+	cmd.Env, cmd.Dir = m.env, "/"
+	r = hcRunCmd(t, cmd, 15*time.Second)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "aborted") || isMounted(m.Dir) {
+		t.Fatalf("reynfs unmount (daemon stopped): exit %d, stdout %q, stderr %q, mounted %v; want exit 0, aborted and detached",
+			r.Code, r.Stdout, r.Stderr, isMounted(m.Dir))
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	m.waitDaemonGone()
+	m.Mount()
+	if b, err := os.ReadFile(filepath.Join(m.Dir, "w")); err != nil || string(b) != "acknowledged" {
+		t.Errorf("w after the remount = %q, %v", b, err)
 	}
 	m.Unmount()
 }

@@ -302,9 +302,16 @@ var ErrNotRunning = errors.New("no reynfs daemon is serving this store")
 // someone else made, or served by someone else, is refused, so a server
 // planted by another user cannot answer in the daemon's place.
 func Call(ctx context.Context, store string, req Request, timeout time.Duration) (*Response, error) {
-	path := SocketPath(store)
-	if err := checkSocketDir(path); err != nil {
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	paths := socketPaths(store)
+	path := paths[0]
+	for _, p := range paths {
+		if err := checkSocketDir(p); err != nil {
+			return nil, fmt.Errorf("control socket %s: %w", p, err)
+		}
+		if _, err := os.Lstat(p); err == nil {
+			path = p
+			break
+		}
 	}
 	dialer := net.Dialer{Timeout: 5 * time.Second}
 	nc, err := dialer.DialContext(ctx, "unix", path)
