@@ -400,10 +400,17 @@ func hcPids(s string) []int {
 }
 
 // TestSignalInterruptsMountImport: SIGINT to `reynfs mount` during a long
-// first import exits 130 with one line, leaves nothing mounted, the
-// project directory as it was, no store and no daemon.
+// first import, in the background (the spawning parent passes the signal
+// on) and in the foreground, exits 130 saying so, and leaves nothing
+// mounted, the project directory as it was, no store and no daemon.
 func TestSignalInterruptsMountImport(t *testing.T) {
 	requireFUSE(t)
+	for _, mode := range []string{"background", "foreground"} {
+		t.Run(mode, func(t *testing.T) { hcInterruptImport(t, mode == "foreground") })
+	}
+}
+
+func hcInterruptImport(t *testing.T, foreground bool) {
 	dir := filepath.Join(t.TempDir(), "big")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -435,7 +442,11 @@ func TestSignalInterruptsMountImport(t *testing.T) {
 			t.Errorf("%s was left mounted", dir)
 		}
 	})
-	cmd := exec.Command(reynfsBin, "mount", dir, "--store", store)
+	args := []string{"mount", dir, "--store", store}
+	if foreground {
+		args = append(args, "--foreground")
+	}
+	cmd := exec.Command(reynfsBin, args...)
 	cmd.Env, cmd.Dir = env, "/"
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
@@ -461,6 +472,9 @@ func TestSignalInterruptsMountImport(t *testing.T) {
 		t.Fatalf("reynfs mount finished before the signal (%q %q): make the import longer", so.String(), se.String())
 	default:
 	}
+	if isMounted(dir) {
+		t.Fatalf("mounted before the signal: make the import longer")
+	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +484,19 @@ func TestSignalInterruptsMountImport(t *testing.T) {
 		t.Fatalf("reynfs mount still running 10 s after SIGINT")
 	}
 	r := Result{Stdout: so.String(), Stderr: se.String(), Code: cmd.ProcessState.ExitCode()}
-	rwOneLine(t, r, 130, "SIGINT to reynfs mount during the import")
+	what := "SIGINT to reynfs " + strings.Join(args, " ") + " during the import"
+	if foreground { // the log goes to stderr too: the last line is the verdict
+		lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+		last := lines[len(lines)-1]
+		if r.Code != 130 || !strings.HasPrefix(last, "reynfs: ") || !strings.Contains(last, "interrupted") {
+			t.Errorf("%s: exit %d, last line %q; want exit 130 and \"reynfs: ... interrupted ...\"", what, r.Code, last)
+		}
+	} else {
+		rwOneLine(t, r, 130, what)
+		if !strings.Contains(r.Stderr, "interrupted") {
+			t.Errorf("%s: stderr %q does not say it was interrupted", what, r.Stderr)
+		}
+	}
 	if isMounted(dir) {
 		t.Errorf("%s is mounted after the interrupted mount", dir)
 	}
@@ -508,6 +534,23 @@ func hcStop(t *testing.T, pid int) {
 	}
 }
 
+// hcWaitConnected waits until process pid has a socket open (a client
+// blocked on the daemon, its signal handling long set up), then a little.
+func hcWaitConnected(t *testing.T, pid int) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, e := range ents {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); strings.HasPrefix(l, "socket:") {
+				time.Sleep(100 * time.Millisecond)
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d opened no socket within 10 s", pid)
+}
+
 // TestSignalStopsClientWait: a client waiting on a daemon that does not
 // answer (stopped with SIGSTOP) exits 143 on SIGTERM and 130 on SIGINT,
 // at once and with one line.
@@ -534,7 +577,7 @@ func TestSignalStopsClientWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		what := fmt.Sprintf("%v to reynfs %s (daemon stopped)", c.sig, strings.Join(c.args, " "))
-		time.Sleep(300 * time.Millisecond)
+		hcWaitConnected(t, cmd.Process.Pid)
 		if err := cmd.Process.Signal(c.sig); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
