@@ -229,6 +229,23 @@ func TestSignalStopsClientWait(t *testing.T) {
 	m.Unmount()
 }
 
+// hcWaitStatus waits up to 10 s for `reynfs status` to exit with code: a
+// daemon's leader thread is a zombie (pidAlive false) a moment before its
+// last thread has closed its socket, its FUSE connection and its store.
+func hcWaitStatus(t *testing.T, m *Mount, code int) {
+	t.Helper()
+	var r Result
+	for i := 0; i < 100; i++ {
+		cmd := exec.Command(reynfsBin, "status", "--store", m.Store)
+		cmd.Env, cmd.Dir = m.env, "/"
+		if r = hcRunCmd(t, cmd, 10*time.Second); r.Code == code {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("reynfs status: exit %d (%s) for 10 s; want %d", r.Code, strings.TrimSpace(r.Stderr), code)
+}
+
 // TestStaleMount: after kill -9 of the daemon, status says the daemon is
 // dead and the mount stale (exit 6) and opens no store; unmount cleans the
 // mount and exits 0; the next mount serves everything acknowledged.
@@ -250,6 +267,7 @@ func TestStaleMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Kill9()
+	hcWaitStatus(t, m, 6)
 	for _, args := range [][]string{{"status", m.Dir}, {"status", "--store", m.Store}, {"log", "--store", m.Store}} {
 		r := m.Run(args...)
 		rwOneLine(t, r, 6, "reynfs "+strings.Join(args, " ")+" after kill -9")
@@ -283,6 +301,7 @@ func TestDaemonStderrInLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.waitDaemonGone()
+	hcWaitStatus(t, m, 6)
 	if log := m.Log(); !strings.Contains(log, "SIGQUIT") || !strings.Contains(log, "goroutine ") {
 		t.Errorf("reynfs.log lacks the daemon's dying words (SIGQUIT, goroutine stacks); tail:\n%s", m.LogTail(5))
 	}
@@ -379,6 +398,7 @@ func TestUnmountHungDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.waitDaemonGone()
+	hcWaitStatus(t, m, 5) // its store lock released, too
 	m.Mount()
 	if b, err := os.ReadFile(filepath.Join(m.Dir, "w")); err != nil || string(b) != "acknowledged" {
 		t.Errorf("w after the remount = %q, %v", b, err)
