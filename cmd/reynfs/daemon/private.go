@@ -140,10 +140,10 @@ func checkParent(dir string) error {
 	}
 	euid := uint32(os.Geteuid())
 	if st.Uid != euid && st.Uid != 0 {
-		return fmt.Errorf("%w: %s (holding the socket directory) is owned by uid %d, not by you or root: refusing", ErrDenied, parent, st.Uid)
+		return fmt.Errorf("%w: %s, which holds the control socket's folder %s, is owned by uid %d, not by you or root: refusing", ErrDenied, parent, dir, st.Uid)
 	}
 	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
-		return fmt.Errorf("%w: %s (holding the socket directory) is writable by others and not sticky: refusing", ErrDenied, parent)
+		return fmt.Errorf("%w: %s, which holds the control socket's folder %s, is writable by others and not sticky: refusing", ErrDenied, parent, dir)
 	}
 	return nil
 }
