@@ -317,6 +317,9 @@ func Call(ctx context.Context, store string, req Request, timeout time.Duration)
 	nc, err := dialer.DialContext(ctx, "unix", path)
 	switch {
 	case ctx.Err() != nil:
+		if nc != nil {
+			nc.Close()
+		}
 		return nil, fmt.Errorf("control socket: %w", context.Cause(ctx))
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return nil, fmt.Errorf("%w: control socket %s: the daemon belongs to another user", ErrDenied, path)
