@@ -24,7 +24,7 @@ func call(ctx context.Context, o storeOptions, dir string, req daemon.Request) (
 		return resp, err
 	}
 	if m, ok := daemon.MountOfStore(store); ok {
-		return nil, daemon.StaleError(m)
+		return nil, daemon.Unanswered(m)
 	}
 	if m, ok := daemon.InsideMount(store); ok {
 		return nil, fmt.Errorf("%w: store %s is inside the reynfs mount %s (it overlaps that workspace): refusing to open it through that mount", errUsage, store, m.Point)

@@ -47,7 +47,7 @@ func runStatus(ctx context.Context, o storeOptions, dir string, asJSON bool) err
 	resp, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 30*time.Second)
 	if errors.Is(err, daemon.ErrNotRunning) {
 		if m, ok := daemon.MountOfStore(store); ok {
-			return daemon.StaleError(m) // the store stays closed: the next mount recovers it
+			return daemon.Unanswered(m) // the store stays closed: the next mount recovers it
 		}
 		// Not mounted: describe the store, and still exit 5 (no daemon).
 		if resp, serr := call(ctx, storeOptions{store: store}, dir, daemon.Request{Op: "store-status", Dir: store}); serr == nil {

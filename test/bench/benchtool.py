@@ -83,7 +83,16 @@ def socket_path(store):
         return p
     import hashlib
     h = hashlib.sha256(store.encode()).hexdigest()[:20]
-    return "/tmp/reynfs-%d/%s.sock" % (os.getuid(), h)
+    # As cmd/reynfs/daemon/private.go: $XDG_RUNTIME_DIR/reynfs, then /tmp/reynfs-<uid>.
+    dirs = []
+    rt = os.environ.get("XDG_RUNTIME_DIR", "")
+    if rt.startswith("/") and len(os.path.join(os.path.normpath(rt), "reynfs")) + 26 < 104:
+        dirs.append(os.path.join(os.path.normpath(rt), "reynfs"))
+    dirs.append("/tmp/reynfs-%d" % os.geteuid())
+    for d in dirs:
+        if os.path.exists(os.path.join(d, h + ".sock")):
+            return os.path.join(d, h + ".sock")
+    return os.path.join(dirs[0], h + ".sock")
 
 
 def call(store, op, label=None):

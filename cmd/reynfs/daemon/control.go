@@ -302,14 +302,24 @@ var ErrNotRunning = errors.New("no reynfs daemon is serving this store")
 // someone else made, or served by someone else, is refused, so a server
 // planted by another user cannot answer in the daemon's place.
 func Call(ctx context.Context, store string, req Request, timeout time.Duration) (*Response, error) {
-	path := SocketPath(store)
-	if err := checkSocketDir(path); err != nil {
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	paths := socketPaths(store)
+	path := paths[0]
+	for _, p := range paths {
+		if err := checkSocketDir(p); err != nil {
+			return nil, fmt.Errorf("control socket %s: %w", p, err)
+		}
+		if _, err := os.Lstat(p); err == nil {
+			path = p
+			break
+		}
 	}
 	dialer := net.Dialer{Timeout: 5 * time.Second}
 	nc, err := dialer.DialContext(ctx, "unix", path)
 	switch {
 	case ctx.Err() != nil:
+		if nc != nil {
+			nc.Close()
+		}
 		return nil, fmt.Errorf("control socket: %w", context.Cause(ctx))
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return nil, fmt.Errorf("%w: control socket %s: the daemon belongs to another user", ErrDenied, path)

@@ -140,11 +140,52 @@ func MountOfStore(store string) (Mount, bool) {
 	return Mount{}, false
 }
 
-// StaleError describes a reynfs mount of store whose daemon does not
-// answer its control socket, and how to clean it.
-func StaleError(m Mount) error {
-	return fmt.Errorf("%w: %s (store %s) has no daemon answering; run 'reynfs unmount %s' to clean it, then mount again: the store keeps every acknowledged change",
-		ErrStale, m.Point, m.Source, m.Point)
+// Unanswered explains a reynfs mount of a store whose control socket does
+// not answer: its daemon died (the usual case: "daemon dead, mount
+// stale"), or hangs, or lost its socket. The mount is asked with a bounded
+// wait; the store is left alone, for the next mount to recover.
+func Unanswered(m Mount) error {
+	switch probe(m) {
+	case mountDead:
+		return fmt.Errorf("%w: %s (store %s) has lost its daemon; run 'reynfs unmount %s' to clean it, then mount again: the store keeps every acknowledged change",
+			ErrStale, m.Point, m.Source, m.Point)
+	case mountHung:
+		return fmt.Errorf("%w: %s (store %s) does not answer: its daemon is hung or stopped; 'reynfs unmount %s' aborts and detaches it",
+			ErrStale, m.Point, m.Source, m.Point)
+	}
+	return fmt.Errorf("the mount %s answers but no control socket of its daemon does (looked for %s); 'reynfs unmount %s' unmounts it",
+		m.Point, strings.Join(socketPaths(m.Source), ", "), m.Point)
+}
+
+type mountState int
+
+const (
+	mountAlive mountState = iota
+	mountDead             // ENOTCONN: the daemon is gone
+	mountHung             // no answer within probeWait
+)
+
+// probeWait bounds how long a probe waits on a mount that does not answer.
+const probeWait = 2 * time.Second
+
+// probe asks the mount itself: statfs goes to the daemon every time (stat
+// may be answered from the kernel's cache). A probe left waiting on a hung
+// daemon ends with the daemon or the process.
+func probe(m Mount) mountState {
+	res := make(chan error, 1)
+	go func() {
+		var st syscall.Statfs_t
+		res <- syscall.Statfs(m.Point, &st)
+	}()
+	select {
+	case err := <-res:
+		if errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) {
+			return mountDead
+		}
+		return mountAlive
+	case <-time.After(probeWait):
+		return mountHung
+	}
 }
 
 // InsideMount returns the reynfs mount that path is in or at, if any. It
@@ -172,36 +213,26 @@ func InsideMount(path string) (Mount, bool) {
 // daemon that lost its socket, and a plain unmount lets it write back and
 // exit as usual. It returns what it did, for people.
 func CleanStale(m Mount) (string, error) {
-	probe := make(chan error, 1)
-	go func() {
-		var st syscall.Statfs_t
-		probe <- syscall.Statfs(m.Point, &st)
-	}()
-	select {
-	case err := <-probe:
-		if err == nil {
-			if err := plainUnmount(m.Point); err != nil {
-				return "", err
-			}
-			return "its daemon answered the mount but not its control socket; unmounted normally", nil
+	switch probe(m) {
+	case mountAlive:
+		if err := plainUnmount(m.Point); err != nil {
+			return "", err
 		}
-		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
-			return "", fmt.Errorf("unmount %s: statfs: %w", m.Point, err)
-		}
+		return "its daemon answered the mount but not its control socket; unmounted normally", nil
+	case mountDead:
 		if err := LazyUnmount(m.Point); err != nil {
 			return "", err
 		}
 		return "its daemon had died; detached the dead mount", nil
-	case <-time.After(2 * time.Second):
-		aborted := abortConnection(m) == nil
-		if err := LazyUnmount(m.Point); err != nil {
-			return "", err
-		}
-		if aborted {
-			return "its daemon did not answer; aborted its FUSE connection and detached the mount", nil
-		}
-		return "its daemon did not answer; detached the mount (processes blocked on it wait until the daemon ends)", nil
 	}
+	aborted := abortConnection(m) == nil
+	if err := LazyUnmount(m.Point); err != nil {
+		return "", err
+	}
+	if aborted {
+		return "its daemon did not answer; aborted its FUSE connection and detached the mount", nil
+	}
+	return "its daemon did not answer; detached the mount (processes blocked on it wait until the daemon ends)", nil
 }
 
 // abortConnection aborts the FUSE connection of m through fusectl (root).

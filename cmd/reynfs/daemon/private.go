@@ -35,29 +35,42 @@ var ErrDenied = errors.New("permission denied")
 
 // SocketPath is the control socket of a store's daemon: control.sock in the
 // store, or, where that path is too long for a unix socket address (108
-// bytes on Linux), a name derived from the store in socketFallbackDir.
-func SocketPath(store string) string {
+// bytes on Linux), a name derived from the store in the first of
+// socketDirs.
+func SocketPath(store string) string { return socketPaths(store)[0] }
+
+// socketPaths are the places the socket of store may be, the daemon's
+// choice first. A client tries each: the daemon chose by its own
+// environment, and a client started elsewhere (another session, cron)
+// may not have the same $XDG_RUNTIME_DIR.
+func socketPaths(store string) []string {
 	p := filepath.Join(store, "control.sock")
 	if len(p) < maxSocketPath {
-		return p
+		return []string{p}
 	}
 	sum := sha256.Sum256([]byte(store))
-	return filepath.Join(socketFallbackDir(), hex.EncodeToString(sum[:10])+".sock")
+	var out []string
+	for _, d := range socketDirs() {
+		out = append(out, filepath.Join(d, hex.EncodeToString(sum[:10])+".sock"))
+	}
+	return out
 }
 
 // maxSocketPath leaves room for the NUL in sockaddr_un.sun_path[108].
 const maxSocketPath = 104
 
-// socketFallbackDir is $XDG_RUNTIME_DIR/reynfs when that fits a socket
-// address, else /tmp/reynfs-<uid>.
-func socketFallbackDir() string {
+// socketDirs are the folders for sockets that do not fit in the store:
+// $XDG_RUNTIME_DIR/reynfs when that is set and fits a socket address,
+// then /tmp/reynfs-<uid>.
+func socketDirs() []string {
+	var out []string
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
 		d := filepath.Join(filepath.Clean(rt), "reynfs")
 		if len(d)+1+20+len(".sock") < maxSocketPath {
-			return d
+			out = append(out, d)
 		}
 	}
-	return fmt.Sprintf("/tmp/reynfs-%d", os.Geteuid())
+	return append(out, fmt.Sprintf("/tmp/reynfs-%d", os.Geteuid()))
 }
 
 // ensureSocketDir makes sure the directory of a socket is private to this
@@ -74,12 +87,12 @@ func ensureSocketDir(sock string) error {
 	return checkPrivateDir(dir)
 }
 
-// checkSocketDir is the client's check of a fallback socket directory
-// before it connects: a directory another user made (to plant a server
-// there) is refused. A missing directory means no daemon.
+// checkSocketDir is the client's check of a socket's folder outside the
+// store before it connects: a folder another user made (to plant a server
+// there) is refused. A missing folder means no daemon.
 func checkSocketDir(sock string) error {
 	dir := filepath.Dir(sock)
-	if dir != socketFallbackDir() {
+	if filepath.Base(sock) == "control.sock" {
 		return nil // in the store: the peer check answers for it
 	}
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
@@ -127,10 +140,10 @@ func checkParent(dir string) error {
 	}
 	euid := uint32(os.Geteuid())
 	if st.Uid != euid && st.Uid != 0 {
-		return fmt.Errorf("%w: %s (holding the socket directory) is owned by uid %d, not by you or root: refusing", ErrDenied, parent, st.Uid)
+		return fmt.Errorf("%w: %s, which holds the control socket's folder %s, is owned by uid %d, not by you or root: refusing", ErrDenied, parent, dir, st.Uid)
 	}
 	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
-		return fmt.Errorf("%w: %s (holding the socket directory) is writable by others and not sticky: refusing", ErrDenied, parent)
+		return fmt.Errorf("%w: %s, which holds the control socket's folder %s, is writable by others and not sticky: refusing", ErrDenied, parent, dir)
 	}
 	return nil
 }
