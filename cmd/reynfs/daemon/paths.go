@@ -168,10 +168,16 @@ func DBPath(store string) string { return filepath.Join(store, "db") }
 func DiskUsage(dir string) (int64, error) {
 	var total int64
 	err := filepath.WalkDir(dir, func(_ string, e os.DirEntry, err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // a table or log Badger's compaction removed meanwhile
+		}
 		if err != nil {
 			return err
 		}
 		fi, err := e.Info()
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
