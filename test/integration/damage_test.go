@@ -407,6 +407,12 @@ func TestLookOnlyCommandsDoNotWrite(t *testing.T) {
 	dir, files := damageProject(t)
 	m, head := historyThenKill(t, dir, files, false)
 	m.skipFsck = false // undamaged: cleanup's fsck must find it clean
+	// The dead daemon's mount is stale: every command but unmount says so
+	// and opens no store (TestStaleMount). Detach it as `reynfs unmount`
+	// would, leaving the store as the kill left it.
+	if err := syscall.Unmount(m.Dir, syscall.MNT_DETACH); err != nil {
+		t.Fatalf("detach the dead mount: %v", err)
+	}
 	before := storeFiles(t, m.Store)
 	out := filepath.Join(t.TempDir(), "export")
 	for _, c := range []struct {

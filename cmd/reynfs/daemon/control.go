@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -352,6 +353,12 @@ func Call(ctx context.Context, store string, req Request, timeout time.Duration)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("control socket: %w", context.Cause(ctx))
+		}
+		if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+			errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// Closed without an answer: the daemon died while we
+			// waited (a connection it had queued but never accepted).
+			return nil, fmt.Errorf("%w (%s): the daemon closed the connection without answering", ErrNotRunning, store)
 		}
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
