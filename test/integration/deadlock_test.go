@@ -104,16 +104,39 @@ func mountGuarded(t *testing.T, dir string) *Mount {
 
 // load is a set of writers running in the mount until stopped.
 type load struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
-	ops  atomic.Int64 // operations that succeeded
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	ops    atomic.Int64 // file writes that succeeded
+	mapper *exec.Cmd
+}
+
+// dirtyEnv makes the test binary a process that dirties a shared writable
+// mapping of the file it names, page by page, until killed. It is a
+// process of its own because a page fault blocked on a hung mount holds
+// the mmap lock of its process, which would stall the test's Go runtime
+// (and with it every deadline) too.
+const dirtyEnv = "REYNFS_TEST_DIRTY_MAPPING"
+
+func init() {
+	if p := os.Getenv(dirtyEnv); p != "" {
+		for n := 0; ; n++ {
+			dirtyMapping(p, byte(n))
+		}
+	}
 }
 
 // startLoad starts writers file writers (open, write 256 KiB, close, in a
-// loop) and one process-like writer that dirties a shared writable
-// mapping of mapped (1 MiB, which must exist) page by page.
-func startLoad(dir string, writers int, mapped string) *load {
+// loop) and a process that dirties a shared writable mapping of mapped
+// (1 MiB, which must exist).
+func startLoad(t testing.TB, dir string, writers int, mapped string) *load {
+	t.Helper()
 	l := &load{stop: make(chan struct{})}
+	l.mapper = exec.Command(os.Args[0])
+	l.mapper.Env = append(os.Environ(), dirtyEnv+"="+mapped)
+	l.mapper.Dir = "/"
+	if err := l.mapper.Start(); err != nil {
+		t.Fatalf("start the mapping writer: %v", err)
+	}
 	stopped := func() bool {
 		select {
 		case <-l.stop:
@@ -151,48 +174,41 @@ func startLoad(dir string, writers int, mapped string) *load {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		for n := 0; !stopped(); n++ {
-			if dirtyMapping(mapped, byte(n), stopped) {
-				l.ops.Add(1)
-			}
-		}
+		_ = l.mapper.Wait()
 	}()
 	return l
 }
 
-// dirtyMapping maps p shared and writable and dirties its pages for a
-// while. A fault on a mount whose daemon died is a panic here, not a crash.
-func dirtyMapping(p string, v byte, stopped func() bool) (ok bool) {
+// dirtyMapping maps p shared and writable and dirties its pages. A fault
+// on a mount whose daemon died is a panic here, not a crash.
+func dirtyMapping(p string, v byte) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
+	defer func() { _ = recover() }()
 	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		time.Sleep(time.Millisecond)
-		return false
+		return
 	}
 	defer unix.Close(fd)
 	mem, err := unix.Mmap(fd, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return false
+		time.Sleep(time.Millisecond)
+		return
 	}
 	defer unix.Munmap(mem)
-	for k := 0; k < 256 && !stopped(); k++ {
+	for k := range 256 {
 		mem[k*4096+int(v)] = v
 		if k%16 == 0 {
 			time.Sleep(200 * time.Microsecond)
 		}
 	}
-	return true
 }
 
 // finish stops the load and waits for it, aborting the mount's connection
 // if the writers are stuck in it.
 func (l *load) finish(t testing.TB, m *Mount) {
 	close(l.stop)
+	_ = l.mapper.Process.Kill()
 	done := make(chan struct{})
 	go func() { l.wg.Wait(); close(done) }()
 	select {
@@ -200,7 +216,7 @@ func (l *load) finish(t testing.TB, m *Mount) {
 		return
 	case <-time.After(5 * time.Second):
 	}
-	t.Errorf("writers still blocked in the mount 5s after being stopped: it hangs")
+	t.Errorf("writers still blocked in the mount 5s after being stopped (killed): it hangs")
 	abortConn(t, m.Dir)
 	select {
 	case <-done:
@@ -242,7 +258,7 @@ func TestRewindLoopUnderWriters(t *testing.T) {
 	_, base := checkpointWithin(t, m, "base")
 	stop := watchdog(t, m, 90*time.Second, "rewind loop")
 	defer stop()
-	l := startLoad(dir, 3, mapped)
+	l := startLoad(t, dir, 3, mapped)
 	for i := range 20 {
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
 		r := runWithin(t, m, 20*time.Second, rwRewindArgs(m, strconv.FormatUint(base, 10))...)
@@ -256,7 +272,7 @@ func TestRewindLoopUnderWriters(t *testing.T) {
 	}
 	l.finish(t, m)
 	if l.ops.Load() == 0 {
-		t.Errorf("no writer got anything done during the rewinds: the test tested nothing")
+		t.Errorf("no file writer got anything done during the rewinds: the test tested nothing")
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
@@ -393,7 +409,7 @@ func TestKill9DaemonDiesAndRemounts(t *testing.T) {
 	for round := range rounds {
 		stop := watchdog(t, m, 60*time.Second, fmt.Sprintf("kill -9 round %d", round))
 		pid := m.pid
-		l := startLoad(dir, 3, mapped)
+		l := startLoad(t, dir, 3, mapped)
 		ctl := make(chan struct{})
 		ctlDone := make(chan struct{})
 		go func() { // checkpoints and rewinds, until the daemon dies
