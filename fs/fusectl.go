@@ -71,18 +71,17 @@ func closeFuseFds() {
 	}
 }
 
-// cloexecFuseFds marks this process's /dev/fuse descriptors close-on-exec.
-// go-fuse's direct mount (as root) leaves its descriptor inheritable, and
-// any child holding it would keep the connection alive after the daemon
-// died.
-func cloexecFuseFds() {
+// cloexecAll marks every descriptor of this process but stdio
+// close-on-exec, before the daemon starts its helpers: go-fuse's direct
+// mount (as root) leaves /dev/fuse inheritable, and a helper holding it
+// would keep a dead daemon's connection alive; descriptors the daemon
+// inherited (the mount command's readiness pipe) are not the helpers'
+// business either. Go opens its own files close-on-exec, and os/exec
+// clears the flag on the descriptors it hands a child on purpose.
+func cloexecAll() {
 	ents, _ := os.ReadDir("/proc/self/fd")
 	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd <= 2 {
-			continue
-		}
-		if t, _ := os.Readlink("/proc/self/fd/" + e.Name()); t == "/dev/fuse" {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
 			unix.CloseOnExec(fd)
 		}
 	}
@@ -165,7 +164,7 @@ const fusectlSuperMagic = 0x65735543
 // watch finds the new mount's connection and starts its watchdog, which
 // lives until the mount is gone.
 func (f *FS) watch() error {
-	cloexecFuseFds()
+	cloexecAll()
 	conn, ok, err := ConnectionOf(f.mountpoint)
 	if err != nil {
 		return err

@@ -87,9 +87,9 @@ func syncfsMain(point, conn string) int {
 		strconv.FormatUint(connOfDev(st.Dev), 10) != conn {
 		return 0
 	}
-	if err := unix.Syncfs(fd); err != nil {
-		fmt.Fprintf(os.Stderr, "syncfs %s: %v\n", point, err)
-		return 1
-	}
+	// An error here is a WRITE this daemon refused (a mapping of a file
+	// whose handle a rewind made stale gets ESTALE, reported as EIO): the
+	// daemon answered it already, and the pages it did take are in.
+	_ = unix.Syncfs(fd)
 	return 0
 }

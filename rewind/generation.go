@@ -40,9 +40,11 @@ func genKey(seq uint64) []byte {
 // Cut cuts a generation at the current seq: it journals buffered writes,
 // computes the tree's Merkle root (incrementally: only what changed since
 // the last cut), and appends the generation record with the new inode
-// objects and every agent's current state, synced. It holds the live lock
-// throughout, so the cut is consistent: every record up to its seq and
-// none after, for the tree and the agent states alike.
+// objects and every agent's current state, synced. The flush, the root
+// and the append run under the live lock (locked.cut), so the cut is
+// consistent: every record up to its seq and none after, for the tree and
+// the agent states alike. The write-back of mapped pages comes before the
+// lock and the sync after it.
 func (rw *Rewinder) Cut(kind, label string) (*journal.Record, error) {
 	if err := rw.writeBack(); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
