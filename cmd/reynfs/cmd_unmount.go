@@ -58,6 +58,11 @@ func runUnmount(ctx context.Context, o storeOptions, dir string) error {
 		return err
 	}
 	if _, err := daemon.Call(ctx, store, daemon.Request{Op: "unmount"}, 0); err != nil {
+		if _, still := daemon.MountOfStore(store); errors.Is(err, daemon.ErrNotRunning) && !still {
+			// The daemon finished and exited before its reply reached us.
+			return fmt.Errorf("unmounted %s, but the daemon exited without reporting how the write-back went; see %s",
+				st.Status.Mountpoint, daemon.LogPath(store))
+		}
 		return err
 	}
 	fmt.Printf("unmounted %s; %s holds the live tree\n", st.Status.Mountpoint, st.Status.Dir)

@@ -377,7 +377,7 @@ func TestUnmountHungDaemon(t *testing.T) {
 	}
 	pid := m.pid
 	hcStop(t, pid)
-	if err := os.Remove(filepath.Join(m.Store, "control.sock")); err != nil {
+	if err := os.Remove(socketOf(t, m.Store)); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(reynfsBin, "status", "--store", m.Store)
