@@ -264,13 +264,17 @@ func (f *FS) RemoveXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string) fuse.
 }
 
 func (f *FS) StatFs(_ <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	// Space is the store's file system's; inodes are ours.
+	// Space is the store's file system's, less the reserve that writers
+	// cannot use (journal.Usable): df then shows 0 when writes get
+	// ENOSPC. Inodes are ours.
 	var s syscall.Statfs_t
 	if err := syscall.Statfs(f.storeDir, &s); err != nil {
 		return f.status("statfs", err)
 	}
 	inodes, _ := f.live.Counts()
-	out.Blocks, out.Bfree, out.Bavail = s.Blocks, s.Bfree, s.Bavail
+	bsize := uint64(max(s.Bsize, 1))
+	usable := journal.Usable(s.Bavail*bsize, s.Blocks*bsize) / bsize
+	out.Blocks, out.Bfree, out.Bavail = s.Blocks, s.Bfree, min(s.Bavail, usable)
 	out.Bsize, out.Frsize = uint32(s.Bsize), uint32(s.Frsize)
 	out.Files = uint64(inodes) + s.Ffree
 	out.Ffree = s.Ffree

@@ -78,6 +78,31 @@ func reserveFor(total uint64) uint64 {
 	return min(max(total/8, 2<<20), 64<<20)
 }
 
+// Usable returns how much of avail, the bytes free on a file system of
+// total bytes, ordinary writes may still use: all but the reserve and the
+// slack Admit keeps for an AdmitWrite (never less than zero). statfs in
+// the mount reports it, so df shows 0 when writers get ENOSPC instead of
+// the reserve that only cuts, rewinds and unmounts may use. Each write
+// needs twice its size of it (Admit).
+func Usable(avail, total uint64) uint64 {
+	keep := keepFree(total, AdmitWrite)
+	if avail <= keep {
+		return 0
+	}
+	return avail - keep
+}
+
+// keepFree is the free space Admit leaves to others on a file system of
+// total bytes: the reserve (half of it for AdmitShrink) and room for the
+// committer's slack.
+func keepFree(total uint64, class int) uint64 {
+	reserve := reserveFor(total)
+	if class == AdmitShrink {
+		reserve /= 2
+	}
+	return reserve + 2*prepSlack
+}
+
 // space keeps Badger's mapped files backed by blocks and answers Admit.
 type space struct {
 	dir       string
@@ -129,14 +154,11 @@ func (j *Journal) Admit(n int, class int) error {
 	j.mu.Lock()
 	queued := j.cur.bytes + j.inflight
 	j.mu.Unlock()
-	reserve := reserveFor(total)
-	if class == AdmitShrink {
-		reserve /= 2
-	}
-	need := 2*uint64(queued+max(n, 0)+prepSlack) + reserve
+	keep := keepFree(total, class)
+	need := 2*uint64(queued+max(n, 0)) + keep
 	if avail < need {
 		if !j.space.full.Swap(true) {
-			j.log.Warn().Uint64("free", avail).Uint64("reserve", reserve).
+			j.log.Warn().Uint64("free", avail).Uint64("reserve", keep).
 				Msg("store file system full: writes get ENOSPC until space is freed")
 		}
 		return fmt.Errorf("append: %w (%d bytes free, %d needed with the reserve)", ErrNoSpace, avail, need)

@@ -16,9 +16,14 @@ import (
 // blobs: they are the objects made since the previous call).
 func CommitImport(j *journal.Journal, root cas.Hash, blobs []cas.Blob, nextIno uint64, label string) (*journal.Record, error) {
 	now := time.Now().UnixNano()
-	j.Enqueue(&journal.Record{Op: journal.OpImport, Time: now, Root: root, NextIno: nextIno, Label: label}, blobs)
+	im := &journal.Record{Op: journal.OpImport, Time: now, Root: root, NextIno: nextIno, Label: label}
+	if err := enqueue(j, im, blobs); err != nil {
+		return nil, fmt.Errorf("commit import: %w", err)
+	}
 	g := &journal.Record{Op: journal.OpGeneration, Time: now, GenKind: KindImport, Label: label, Root: root, NextIno: nextIno}
-	j.Enqueue(g, nil)
+	if err := enqueue(j, g, nil); err != nil {
+		return nil, fmt.Errorf("commit import: %w", err)
+	}
 	if err := j.Sync(); err != nil {
 		return nil, fmt.Errorf("commit import: %w", err)
 	}

@@ -2,6 +2,7 @@ package rewind
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,6 +59,8 @@ func (rw *Rewinder) Cut(kind, label string) (*journal.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The record is indexed and reported only once it is stored: a
+	// refused one (above) has no seq, and a failed commit fails Sync.
 	if err := rw.J.Sync(); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
@@ -78,8 +81,32 @@ func (x locked) cut(kind, label string) (*journal.Record, error) {
 	}
 	r := &journal.Record{Op: journal.OpGeneration, Time: time.Now().UnixNano(),
 		GenKind: kind, Label: label, Root: root, NextIno: live.NextInoLocked(), Agents: x.agents.Refs()}
-	x.j.Enqueue(r, blobs)
+	if err := enqueue(x.j, r, blobs); err != nil {
+		return nil, fmt.Errorf("cut generation: %w", err)
+	}
 	return r, nil
+}
+
+// enqueue appends r with the objects it names and returns the journal's
+// refusal (a record it cannot take, a journal that failed or is closed).
+// A refused record was never stored and has no seq: the caller must not
+// index it, report it or act as if it were durable. Tree.Root hands a
+// tree's new objects out once, so when the journal still takes writes
+// (the record itself was invalid) they are stored here, or a later
+// generation would name objects nobody kept. A failed journal takes
+// nothing more; the next open recovers from what it stored.
+func enqueue(j *journal.Journal, r *journal.Record, blobs []cas.Blob) error {
+	err := j.Enqueue(r, blobs).Refused()
+	if err == nil {
+		return nil
+	}
+	r.Seq = 0
+	if errors.Is(err, journal.ErrInvalid) {
+		if serr := StoreBlobs(j.Objects(), blobs); serr != nil {
+			return fmt.Errorf("%s record: %w; %v", r.Op, err, serr)
+		}
+	}
+	return fmt.Errorf("%s record: %w", r.Op, err)
 }
 
 func indexGeneration(j *journal.Journal, seq uint64) error {

@@ -45,15 +45,23 @@ func RewindStore(j *journal.Journal, target uint64, dry bool) (*Result, error) {
 	}
 	now := time.Now().UnixNano()
 	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
-	j.Enqueue(reset, oldBlobs)
 	states, err := AgentStates(j, target)
 	if err != nil {
 		return nil, err
 	}
+	if err := enqueue(j, reset, oldBlobs); err != nil {
+		return nil, fmt.Errorf("rewind: %w", err)
+	}
 	g := &journal.Record{Op: journal.OpGeneration, Time: now, GenKind: KindRewind,
 		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: nt.MaxIno() + 1,
 		Agents: agents.Refs(states)}
-	j.Enqueue(g, newBlobs)
+	if gerr := enqueue(j, g, newBlobs); gerr != nil {
+		// The reset is queued: once stored, the store serves the target.
+		if err := j.Sync(); err != nil {
+			return nil, fmt.Errorf("rewind: %w", err)
+		}
+		return nil, fmt.Errorf("rewind: the reset record (seq %d) is stored, its generation is not: %w", reset.Seq, gerr)
+	}
 	if err := j.Sync(); err != nil {
 		return nil, fmt.Errorf("rewind: %w", err)
 	}

@@ -192,7 +192,11 @@ func (x locked) rewind(res *Result, target uint64, dry bool, lap func(string)) (
 	}
 	now := time.Now().UnixNano()
 	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
-	j.Enqueue(reset, oldBlobs) // the abandoned state's objects stay reachable
+	// The abandoned state's objects stay reachable. A refused reset
+	// changes nothing: no swap, no generation.
+	if err := enqueue(j, reset, oldBlobs); err != nil {
+		return none, fmt.Errorf("rewind: %w", err)
+	}
 	if err := j.Sync(); err != nil {
 		return none, fmt.Errorf("rewind: reset record: %w", err)
 	}
@@ -222,13 +226,18 @@ func (x locked) rewind(res *Result, target uint64, dry bool, lap func(string)) (
 	g := &journal.Record{Op: journal.OpGeneration, Time: now, GenKind: KindRewind,
 		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: live.NextInoLocked(),
 		Agents: agents.Refs(states)}
-	j.Enqueue(g, newBlobs)
+	gerr := enqueue(j, g, newBlobs)
 	fault("mid-swap")
+	// The reset is durable, so the swap happens even if the generation
+	// was refused: the records after it belong to the target state.
 	live.Swap(t)
 	x.agents.Reset(states)
 	inv := invalidations(changes) // from here the kernel's caches are wrong
 	if err := j.Sync(); err != nil {
 		return inv, fmt.Errorf("rewind: %w", err)
+	}
+	if gerr != nil {
+		return inv, fmt.Errorf("rewind: the workspace is at seq %d (reset record %d), but its generation was not stored: %w", target, reset.Seq, gerr)
 	}
 	lap("swap")
 	fault("after-swap")

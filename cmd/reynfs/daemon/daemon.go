@@ -241,18 +241,18 @@ func (d *Daemon) metaUint(key string) (uint64, error) {
 }
 
 // flusher journals buffered writes every second, so data written to a file
-// that stays open does not wait for its close.
+// that stays open does not wait for its close. Failures are logged by
+// flushLog, which does not repeat them every second.
 func (d *Daemon) flusher() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	fl := flushLog{log: d.log}
 	for {
 		select {
 		case <-d.done:
 			return
-		case <-tick.C:
-			if err := d.live.FlushAll(tree.Caller{Comm: "reynfs"}); err != nil {
-				d.log.Error().Err(err).Msg("periodic flush")
-			}
+		case now := <-tick.C:
+			fl.note(d.live.FlushAll(tree.Caller{Comm: "reynfs"}), now)
 		}
 	}
 }
