@@ -30,7 +30,8 @@ func viewsNameOf(t testing.TB, m *Mount, mounted bool) string {
 // --views-name h mounts again without the flag, with the views under h and
 // its .reynfs an ordinary directory that restore brings back from the past
 // (restore follows the views' name, not .reynfs); the timeline and status
-// name h. A later mount with another name uses and remembers that one.
+// name h. A later mount with another name uses and remembers that one, and
+// a project that grows an entry of the remembered name is refused.
 func TestViewsNameRemembered(t *testing.T) {
 	requireFUSE(t)
 	dir := t.TempDir()
@@ -79,5 +80,16 @@ func TestViewsNameRemembered(t *testing.T) {
 	}
 	if got := viewsNameOf(t, m, true); got != "past" {
 		t.Errorf("status --json: views %q, want past", got)
+	}
+	m.Unmount()
+
+	// The remembered name is checked like a given one: a project that
+	// grew an entry of that name while unmounted is refused, not shadowed.
+	if err := os.Mkdir(filepath.Join(dir, "past"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = m.Run("mount", m.Dir, "--store", m.Store)
+	if r.Code != 2 || isMounted(m.Dir) || !strings.Contains(r.Stderr, "own past") || !strings.Contains(r.Stderr, "--views-name") {
+		t.Errorf("mount over a project with its own past, the remembered views name: exit %d, %q; want exit 2 naming past and --views-name", r.Code, r.Stderr)
 	}
 }
