@@ -20,7 +20,7 @@ import (
 type History interface {
 	// Generations lists the generation names (g1, g2, ...) and their seqs.
 	Generations() (names []string, seqs []uint64, err error)
-	// Timeline is the text of .reynfs/timeline.
+	// Timeline is the text of the views' timeline file (.reynfs/timeline).
 	Timeline() (string, error)
 	// Tree returns the state at seq, or an error wrapping tree.ErrNotExist
 	// for a seq that is not retained.
@@ -321,9 +321,4 @@ func (f *FS) viewEntry(st tree.Stat, err error, out *fuse.EntryOut) fuse.Status 
 	}
 	f.fillEntry(&st, out)
 	return fuse.OK
-}
-
-// TimelineText renders generations for .reynfs/timeline.
-func TimelineText(lines []string) string {
-	return strings.Join(lines, "\n") + "\n" + fmt.Sprintf("# %d generations; browse .reynfs/generations/<id>/ or .reynfs/seq/<N>/\n", len(lines))
 }

@@ -25,13 +25,16 @@ type RestoreResult struct {
 // state at seq x into the live tree, as one OpRestore record, without a
 // rewind: the rest of the tree and every open handle stay as they are. The
 // restored copy gets new inode numbers. It is synced when Restore returns.
-func Restore(j *journal.Journal, live *tree.Live, inv Invalidator, rel string, x uint64) (*RestoreResult, error) {
+// views is the name the mount gives its read-only history views in the
+// root (mount --views-name; "" for none): a path under it is not in the
+// tree, while a project's own entry of the default name is an ordinary one.
+func Restore(j *journal.Journal, live *tree.Live, inv Invalidator, rel string, x uint64, views string) (*RestoreResult, error) {
 	start := time.Now()
 	rel = path.Clean(strings.TrimPrefix(rel, "/"))
 	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 		return nil, fmt.Errorf("%w: restore needs a path below the workspace root (use rewind for the whole tree)", ErrTarget)
 	}
-	if first, _, _ := strings.Cut(rel, "/"); first == ".reynfs" {
+	if first, _, _ := strings.Cut(rel, "/"); views != "" && first == views {
 		return nil, fmt.Errorf("%w: %s is inside the read-only history views", ErrTarget, rel)
 	}
 	past, err := Reconstruct(j, x)

@@ -2,6 +2,7 @@ package rewind
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -71,14 +72,14 @@ func TestRestore(t *testing.T) {
 	}
 	before := snapshotOf(t, w)
 
-	res, err := Restore(w.j, w.live, nil, "src", v1)
+	res, err := Restore(w.j, w.live, nil, "src", v1, ".reynfs")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Inodes != 4 || res.Replaced {
 		t.Errorf("restore src: %+v, want 4 inodes (src, a.go, sub, b.go) and nothing replaced", res)
 	}
-	if _, err := Restore(w.j, w.live, nil, "/notes", v1); err != nil {
+	if _, err := Restore(w.j, w.live, nil, "/notes", v1, ".reynfs"); err != nil {
 		t.Fatal(err)
 	}
 	want := state{}
@@ -119,12 +120,65 @@ func TestRestore(t *testing.T) {
 	// Bad input changes nothing.
 	head := w.j.Head()
 	for _, bad := range []string{".", "/", "../x", "nope", "src/nope/x", ".reynfs/seq"} {
-		if _, err := Restore(w.j, w.live, nil, bad, v1); !errors.Is(err, ErrTarget) {
+		if _, err := Restore(w.j, w.live, nil, bad, v1, ".reynfs"); !errors.Is(err, ErrTarget) {
 			t.Errorf("restore %q: %v, want ErrTarget", bad, err)
 		}
 	}
 	if w.j.Head() != head {
 		t.Errorf("refused restores moved head from %d to %d", head, w.j.Head())
+	}
+}
+
+// TestRestoreViewsName: the refusal follows the mount's views name. With
+// the views named h, the project's own .reynfs is ordinary content that
+// restores like any other, and a path under h is refused.
+func TestRestoreViewsName(t *testing.T) {
+	w := &workspace{dir: t.TempDir()}
+	w.open(t)
+	defer func() { _ = w.j.Close() }()
+	c := modelCaller
+	put := func(parent uint64, name, data string) uint64 {
+		st, err := w.live.Lookup(parent, name)
+		if err != nil {
+			if st, err = w.live.Create(c, parent, name, syscall.S_IFREG|0o644, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.live.SetAttr(c, st.Ino, tree.SetAttrIn{Valid: tree.SetSize}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.live.WriteAt(c, st.Ino, tree.NoHandle, []byte(data), 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.live.Flush(c, st.Ino); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	var dirs []uint64
+	for _, name := range []string{".reynfs", "h"} {
+		st, err := w.live.Mkdir(c, tree.RootIno, name, 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, st.Ino)
+		put(st.Ino, "x", "v1")
+	}
+	v1 := w.j.Head()
+	for _, d := range dirs {
+		put(d, "x", "v2")
+	}
+	if _, err := Restore(w.j, w.live, nil, ".reynfs/x", v1, "h"); err != nil {
+		t.Fatalf("restore of the project's own .reynfs/x with the views named h: %v", err)
+	}
+	for _, tc := range []struct{ rel, views string }{{"h/x", "h"}, {"h", "h"}, {".reynfs/x", ".reynfs"}} {
+		if _, err := Restore(w.j, w.live, nil, tc.rel, v1, tc.views); !errors.Is(err, ErrTarget) || !strings.Contains(err.Error(), "history views") {
+			t.Errorf("restore %s with the views named %s: %v, want ErrTarget naming the history views", tc.rel, tc.views, err)
+		}
+	}
+	got := snapshotOf(t, w)
+	if got[".reynfs/x"] != "f:v1" || got["h/x"] != "f:v2" {
+		t.Errorf("after restores: .reynfs/x %q, h/x %q; want f:v1 and f:v2", got[".reynfs/x"], got["h/x"])
 	}
 }
 

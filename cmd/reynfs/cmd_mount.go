@@ -29,6 +29,7 @@ type mountOptions struct {
 	newStore   bool // the spawning parent created the store folder
 	debug      bool
 	viewsName  string
+	viewsSet   bool // --views-name given; else the store's remembered name
 	private    bool
 }
 
@@ -38,7 +39,7 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.store, "store", "", "store folder (default: $XDG_DATA_HOME/reynfs/<project>-<hash>)")
 	f.BoolVar(&o.foreground, "foreground", false, "stay attached; log to stderr too")
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
-	f.StringVar(&o.viewsName, "views-name", fs.ViewDir, "name the read-only history views `NAME` in the mount root (for a project with its own .reynfs)")
+	f.StringVar(&o.viewsName, "views-name", "", "name the read-only history views `NAME` in the mount root, for a project with its own .reynfs (default .reynfs; remembered for later mounts)")
 	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
@@ -62,10 +63,15 @@ The store folder is private: one others can write to is refused, one others can
 read is made 0700 (with a line in reynfs.log). The daemon's messages, and any crash
 report, go to reynfs.log in the store.
 
+The read-only history views answer as .reynfs in the mount root. A project with
+its own .reynfs is refused unless --views-name names the views differently; the
+store remembers that name, so later mounts need the flag only to change it.
+
 ` + exitCodeHelp,
 		Args:        usageArgs(cobra.ExactArgs(1)),
 		Annotations: map[string]string{annotationCleansUp: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.viewsSet = cmd.Flags().Changed("views-name")
 			return runMount(cmd.Context(), o, args[0])
 		},
 	}
@@ -82,8 +88,16 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	if err := daemon.ClearDeadMount(paths.Mountpoint); err != nil {
 		return err
 	}
-	if err := fs.CheckViewsName(paths.Dir, o.viewsName); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	// A name given, or the default for a store that cannot remember one
+	// yet, is checked here before anything is created; the daemon checks
+	// the name a store remembers.
+	if views := o.viewsName; o.viewsSet || !storeExists(paths.Store) {
+		if !o.viewsSet {
+			views = fs.ViewDir
+		}
+		if err := fs.CheckViewsName(paths.Dir, views); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
 	}
 	if o.foreground || o.readyFd != 0 {
 		return runDaemon(ctx, o, paths)
@@ -212,7 +226,9 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 	if sd.Created {
 		args = append(args, "--new-store")
 	}
-	args = append(args, "--views-name", o.viewsName)
+	if o.viewsSet {
+		args = append(args, "--views-name", o.viewsName)
+	}
 	if o.private {
 		args = append(args, "--private-history")
 	}
@@ -278,6 +294,13 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 		failure = "daemon exited before the mount was ready; see " + daemon.LogPath(paths.Store)
 	}
 	return interrupted(ctx, &codedError{msg: failure, code: code})
+}
+
+// storeExists says whether store holds a database (which may remember a
+// views name).
+func storeExists(store string) bool {
+	_, err := os.Lstat(daemon.DBPath(store))
+	return err == nil
 }
 
 // logTightened says in the log that the store folder was made private.

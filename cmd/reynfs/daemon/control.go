@@ -68,6 +68,9 @@ type Status struct {
 	Inodes      int    `json:"inodes"`
 	Buffered    int    `json:"buffered_bytes"`
 	Uptime      string `json:"uptime"`
+	// ViewsName is the name of the history views in the mount root
+	// (mount --views-name, remembered in the store).
+	ViewsName string `json:"views_name"`
 }
 
 // Gen describes a generation that was cut.
@@ -290,7 +293,8 @@ func (d *Daemon) Status() (*Status, error) {
 		Mounted: true, Dir: d.cfg.Dir, Mountpoint: d.cfg.Mountpoint, Store: d.cfg.Store, Pid: os.Getpid(),
 		HeadSeq: d.j.Head(), Records: d.j.Head(), Objects: objs, ObjectBytes: bytes,
 		StoreBytes: size, Inodes: inodes, Buffered: buffered,
-		Uptime: time.Since(d.started).Round(time.Second).String(),
+		Uptime:    time.Since(d.started).Round(time.Second).String(),
+		ViewsName: d.views,
 	}, nil
 }
 

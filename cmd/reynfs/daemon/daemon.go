@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ const (
 	metaDirBase   = "dirbase"   // Merkle root the project directory holds
 	metaWriteback = "writeback" // root being written back (crash-safe redo)
 	metaInoCeil   = "inoceil"   // highest inode number reserved
+	metaViews     = "views"     // the history views' name (mount --views-name)
 )
 
 // Config is what a daemon serves.
@@ -43,9 +45,11 @@ type Config struct {
 	// Ctx, if set, cancels the mount before it is ready (Ctrl-C during a
 	// long import): Start then fails and nothing is mounted.
 	Ctx context.Context
-	// ViewsName and PrivateHistory are fs.Options's (mount --views-name,
-	// --private-history).
-	ViewsName      string
+	// ViewsName names the history views (mount --views-name); "" uses the
+	// name the store remembers from the last mount that gave one, or
+	// fs.ViewDir. A name given is remembered for later mounts.
+	ViewsName string
+	// PrivateHistory is fs.Options's (mount --private-history).
 	PrivateHistory bool
 }
 
@@ -57,6 +61,8 @@ type Daemon struct {
 	live *tree.Live
 	fs   *fs.FS
 	svc  *Service
+	// views is the name the history views answer to in the mount root.
+	views string
 
 	unmountOnce sync.Once
 	done        chan struct{}
@@ -94,12 +100,24 @@ func Start(cfg Config) (*Daemon, error) {
 	if err := rewind.Reindex(j); err != nil {
 		return fail(err)
 	}
+	remembered, err := j.GetMeta(metaViews)
+	if err != nil {
+		return fail(err)
+	}
+	d.views = cmp.Or(cfg.ViewsName, string(remembered), fs.ViewDir)
 	t, err := d.prepare()
 	if err != nil {
 		return fail(err)
 	}
 	if err := d.interrupted(); err != nil {
 		return fail(err)
+	}
+	if d.views != string(remembered) && cfg.ViewsName != "" {
+		// Remembered only once the directory passed the check, so that a
+		// later mount without --views-name finds the views where they were.
+		if err := j.SetMeta(metaViews, []byte(d.views)); err != nil {
+			return fail(err)
+		}
 	}
 	ceil, err := d.metaUint(metaInoCeil)
 	if err != nil {
@@ -114,9 +132,9 @@ func Start(cfg Config) (*Daemon, error) {
 		return fail(err)
 	}
 	rw := &rewind.Rewinder{J: j, Live: d.live, Agents: agents.NewRegistry(states)}
-	d.svc = &Service{J: j, Live: d.live, RW: rw}
+	d.svc = &Service{J: j, Live: d.live, RW: rw, Views: d.views}
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
-		History: history{d.svc}, Debug: cfg.Debug, ViewsName: cfg.ViewsName, PrivateHistory: cfg.PrivateHistory})
+		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: cfg.PrivateHistory})
 	if err != nil {
 		return fail(err)
 	}
@@ -126,7 +144,7 @@ func Start(cfg Config) (*Daemon, error) {
 		d.fs.Wait()
 		d.finish()
 	}()
-	d.log.Info().Str("dir", cfg.Dir).Str("mountpoint", cfg.Mountpoint).Uint64("head", j.Head()).Msg("mounted")
+	d.log.Info().Str("dir", cfg.Dir).Str("mountpoint", cfg.Mountpoint).Str("views", d.views).Uint64("head", j.Head()).Msg("mounted")
 	return d, nil
 }
 
@@ -145,6 +163,11 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 	store := d.j.Objects()
 	if err := d.openDir(); err != nil {
 		return nil, err
+	}
+	// The project must not have an entry of the views' name (the name the
+	// store remembers is checked here, the CLI checks one it is given).
+	if err := fs.CheckViewsName(d.cfg.Dir, d.views); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	warnUsers(d.log, d.cfg.Dir, d.cfg.Warn)
 	if d.j.Head() == 0 {

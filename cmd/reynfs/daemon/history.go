@@ -9,7 +9,8 @@ import (
 	"github.com/reynfs/reynfs/rewind"
 )
 
-// history serves the read-only views under .reynfs/ from the store.
+// history serves the read-only history views (.reynfs/ unless the mount
+// names them otherwise) from the store.
 type history struct{ s *Service }
 
 func (h history) Generations() ([]string, []uint64, error) {
@@ -39,7 +40,7 @@ func (h history) Timeline() (string, error) {
 		fmt.Fprintf(&b, "%s g%d\tseq %d\t%s\t%s\t+%d ~%d -%d\t%s\n", mark, g.ID, g.Seq, g.Kind,
 			g.Time.UTC().Format(time.RFC3339), g.Changed.Added, g.Changed.Modified, g.Changed.Removed, g.Label)
 	}
-	b.WriteString("# browse .reynfs/generations/gN/ or .reynfs/seq/N/ (read-only)\n")
+	fmt.Fprintf(&b, "# browse %[1]s/generations/gN/ or %[1]s/seq/N/ (read-only)\n", h.s.Views)
 	return b.String(), nil
 }
 

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/fs"
 	"github.com/reynfs/reynfs/fs/tree"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
@@ -21,6 +23,9 @@ type Service struct {
 	J    *journal.Journal
 	Live *tree.Live       // nil when not mounted
 	RW   *rewind.Rewinder // nil when not mounted
+	// Views is the name of the history views in the mount root ("" when
+	// not mounted): restore refuses a path under it, texts name it.
+	Views string
 }
 
 // LogEntry is one generation of the timeline.
@@ -286,7 +291,7 @@ func (s *Service) Restore(rel, target string) (*rewind.RestoreResult, error) {
 	if s.Live == nil {
 		return nil, fmt.Errorf("%w: restore works on a mounted workspace; mount it first (or export the point and copy)", ErrUsage)
 	}
-	return rewind.Restore(s.J, s.Live, s.RW.Inv, rel, seq)
+	return rewind.Restore(s.J, s.Live, s.RW.Inv, rel, seq, s.Views)
 }
 
 // Show describes one generation or record.
@@ -387,8 +392,12 @@ func (s *Service) StoreStatus(store string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	views, err := s.J.GetMeta(metaViews)
+	if err != nil {
+		return nil, err
+	}
 	return &Status{Dir: string(dir), Store: store, HeadSeq: s.J.Head(), Records: s.J.Head(),
-		Objects: objs, ObjectBytes: bytes, StoreBytes: size}, nil
+		Objects: objs, ObjectBytes: bytes, StoreBytes: size, ViewsName: cmp.Or(string(views), fs.ViewDir)}, nil
 }
 
 // GC keeps the newest keep generations of the current path (and all after
