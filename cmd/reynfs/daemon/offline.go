@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 
 	"github.com/rs/zerolog"
 
+	"github.com/reynfs/reynfs/fs"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
 )
@@ -24,7 +26,12 @@ func rewindOffline(j *journal.Journal, seq uint64) (*rewind.Result, error) {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: the workspace's project directory %s is missing", ErrUsage, dir)
 	}
-	d := &Daemon{cfg: Config{Paths: Paths{Dir: dir, Mountpoint: dir}, Log: zerolog.Nop()}, log: zerolog.Nop(), j: j}
+	views, err := j.GetMeta(metaViews)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: Config{Paths: Paths{Dir: dir, Mountpoint: dir}, Log: zerolog.Nop()}, log: zerolog.Nop(), j: j,
+		views: cmp.Or(string(views), fs.ViewDir)}
 	defer d.closeDir()
 	if _, err := d.prepare(); err != nil {
 		return nil, err
