@@ -291,7 +291,7 @@ func (s *Service) Restore(rel, target string) (*rewind.RestoreResult, error) {
 	if s.Live == nil {
 		return nil, fmt.Errorf("%w: restore works on a mounted workspace; mount it first (or export the point and copy)", ErrUsage)
 	}
-	return rewind.Restore(s.J, s.Live, s.RW.Inv, rel, seq, s.Views)
+	return s.RW.Restore(rel, seq, s.Views)
 }
 
 // Show describes one generation or record.
