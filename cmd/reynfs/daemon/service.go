@@ -396,8 +396,13 @@ func (s *Service) StoreStatus(store string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	private, err := privateMeta(s.J)
+	if err != nil {
+		return nil, err
+	}
 	return &Status{Dir: string(dir), Store: store, HeadSeq: s.J.Head(), Records: s.J.Head(),
-		Objects: objs, ObjectBytes: bytes, StoreBytes: size, ViewsName: cmp.Or(string(views), fs.ViewDir)}, nil
+		Objects: objs, ObjectBytes: bytes, StoreBytes: size, ViewsName: cmp.Or(string(views), fs.ViewDir),
+		PrivateHistory: private}, nil
 }
 
 // GC keeps the newest keep generations of the current path (and all after
