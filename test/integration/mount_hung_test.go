@@ -13,10 +13,10 @@ import (
 // TestMountOverHungDaemon: `reynfs mount` of a directory whose reynfs
 // mount has a stopped daemon (SIGSTOP: its mount and its socket are there,
 // nothing answers) is refused within seconds with one line that says the
-// daemon is hung or stopped and names `reynfs unmount`; it used to hang in
-// statfs on the mount. The mount is left alone; `reynfs unmount`, as the
-// line says, aborts and detaches it, and the next mount serves what the
-// daemon had acknowledged.
+// daemon is hung or stopped and names `reynfs unmount --store`; it used
+// to hang in statfs on the mount. The mount is left alone; `reynfs
+// unmount`, as the line says, aborts and detaches it, and the next mount
+// serves what the daemon had acknowledged.
 func TestMountOverHungDaemon(t *testing.T) {
 	dir := t.TempDir()
 	m := mountProject(t, dir)
@@ -35,15 +35,15 @@ func TestMountOverHungDaemon(t *testing.T) {
 		t.Errorf("%s: took %s, want a few seconds", what, took.Round(time.Millisecond))
 	}
 	rwOneLine(t, r, 6, what)
-	if !strings.Contains(r.Stderr, "hung or stopped") || !strings.Contains(r.Stderr, "reynfs unmount") {
-		t.Errorf("%s: stderr %q; want it to say the daemon is hung or stopped and name 'reynfs unmount'", what, r.Stderr)
+	if !strings.Contains(r.Stderr, "hung or stopped") || !strings.Contains(r.Stderr, "reynfs unmount --store "+m.Store) {
+		t.Errorf("%s: stderr %q; want it to say the daemon is hung or stopped and name 'reynfs unmount --store %s'", what, r.Stderr, m.Store)
 	}
 	if !isMounted(m.Dir) {
 		t.Fatalf("%s: the stopped daemon's mount is gone", what)
 	}
 	// The hint holds: unmount, whose call on the socket times out (10 s),
 	// aborts and detaches the stopped daemon's mount.
-	cmd = exec.Command(reynfsBin, "unmount", m.Dir, "--store", m.Store)
+	cmd = exec.Command(reynfsBin, "unmount", "--store", m.Store) // as the line says
 	cmd.Env, cmd.Dir = m.env, "/"
 	r = hcRunCmd(t, cmd, 20*time.Second)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "aborted") || isMounted(m.Dir) {

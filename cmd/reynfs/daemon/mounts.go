@@ -113,11 +113,13 @@ func clearIfDead(point string) error {
 }
 
 // hung is the error for a FUSE mount at a path reynfs must use whose
-// daemon does not answer.
+// daemon does not answer. The hint names the store: 'reynfs unmount DIR'
+// would look at DIR, which waits on the daemon once the kernel's cached
+// attributes of the mount's root expire.
 func hung(m Mount) error {
 	if m.FsType == FsType {
-		return fmt.Errorf("%w: %s is mounted (store %s) but does not answer: its daemon is hung or stopped; 'reynfs unmount %s' aborts and detaches it",
-			ErrStale, m.Point, m.Source, m.Point)
+		return fmt.Errorf("%w: %s is mounted (store %s) but does not answer: its daemon is hung or stopped; 'reynfs unmount --store %s' aborts and detaches it",
+			ErrStale, m.Point, m.Source, m.Source)
 	}
 	return fmt.Errorf("%w: %s is mounted (%s from %s) but does not answer: its daemon is hung or stopped; unmount it first (umount -f)",
 		ErrStale, m.Point, m.FsType, m.Source)
@@ -168,8 +170,8 @@ func Unanswered(m Mount) error {
 		return fmt.Errorf("%w: %s (store %s) has lost its daemon; run 'reynfs unmount %s' to clean it, then mount again: the store keeps every acknowledged change",
 			ErrStale, m.Point, m.Source, m.Point)
 	case mountHung:
-		return fmt.Errorf("%w: %s (store %s) does not answer: its daemon is hung or stopped; 'reynfs unmount %s' aborts and detaches it",
-			ErrStale, m.Point, m.Source, m.Point)
+		return fmt.Errorf("%w: %s (store %s) does not answer: its daemon is hung or stopped; 'reynfs unmount --store %s' aborts and detaches it",
+			ErrStale, m.Point, m.Source, m.Source)
 	}
 	return fmt.Errorf("the mount %s answers but no control socket of its daemon does (looked for %s); 'reynfs unmount %s' unmounts it",
 		m.Point, strings.Join(socketPaths(m.Source), ", "), m.Point)
