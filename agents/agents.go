@@ -59,6 +59,15 @@ func NewRegistry(states map[string]cas.Hash) *Registry {
 // Save stores state and appends the OpAgentState record naming it, synced.
 // lk is held while the record is appended, so that a generation cut under
 // the same lock sees either the whole save or none of it (nil offline).
+//
+// The registry takes the new state only once the journal has queued the
+// record: a record it refuses (closed, or failed by a commit the full disk
+// refused) has no seq, and a registry that took it anyway would have the
+// next generation name a state that was never stored. A queued record
+// whose commit then fails stays in the registry: the commit may have
+// reached Badger in part, and the failed journal refuses every later
+// generation, so nothing can name it before a restart reads the truth
+// back from the journal.
 func (r *Registry) Save(j *journal.Journal, lk sync.Locker, name string, state []byte) (uint64, cas.Hash, error) {
 	if err := CheckName(name); err != nil {
 		return 0, cas.Hash{}, err
@@ -72,12 +81,14 @@ func (r *Registry) Save(j *journal.Journal, lk sync.Locker, name string, state [
 		lk.Lock()
 	}
 	p := j.Enqueue(rec, []cas.Blob{{Hash: h, Data: state}})
-	r.mu.Lock()
-	if r.states == nil {
-		r.states = map[string]cas.Hash{}
+	if p.Refused() == nil {
+		r.mu.Lock()
+		if r.states == nil {
+			r.states = map[string]cas.Hash{}
+		}
+		r.states[name] = h
+		r.mu.Unlock()
 	}
-	r.states[name] = h
-	r.mu.Unlock()
 	if lk != nil {
 		lk.Unlock()
 	}

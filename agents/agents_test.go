@@ -77,3 +77,56 @@ func TestStatesAt(t *testing.T) {
 		t.Error("a state over MaxState was saved")
 	}
 }
+
+// TestSaveRefusedLeavesRegistry: a save the journal refuses (here the
+// journal failed by a commit the full disk refused, and then a closed
+// journal) is an error and leaves the registry as it was, so the next
+// generation does not name a state that was never stored.
+func TestSaveRefusedLeavesRegistry(t *testing.T) {
+	var full bool
+	dir := t.TempDir()
+	j, err := journal.Open(dir, journal.Options{Logger: zerolog.Nop(), Fault: func(op string) error {
+		if full && op == "commit" {
+			return journal.ErrNoSpace
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRegistry(nil)
+	if _, _, err := r.Save(j, nil, "a", []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	full = true
+	if _, _, err := r.Save(j, nil, "a", []byte("a2")); !errors.Is(err, journal.ErrNoSpace) {
+		t.Fatalf("save on a full disk: %v, want ErrNoSpace", err)
+	}
+	// The journal is failed now: the next save is refused at Enqueue.
+	want := r.States()
+	seq, _, err := r.Save(j, nil, "b", []byte("b1"))
+	if err == nil {
+		t.Fatalf("save on a failed journal: seq %d, want an error", seq)
+	}
+	if got := r.States(); len(got) != len(want) || got["b"] != (cas.Hash{}) {
+		t.Errorf("states after a refused save: %v, want %v", got, want)
+	}
+	_ = j.Close()
+
+	j, err = journal.Open(dir, journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = NewRegistry(map[string]cas.Hash{"a": cas.Sum([]byte("a1"))})
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Save(j, nil, "a", []byte("a3")); !errors.Is(err, journal.ErrClosed) {
+		t.Fatalf("save on a closed journal: %v, want ErrClosed", err)
+	}
+	for _, ref := range r.Refs() {
+		if ref.Name == "a" && ref.State != cas.Sum([]byte("a1")) {
+			t.Errorf("generation would name agent a's refused state %s", ref.State.Short())
+		}
+	}
+}

@@ -81,3 +81,49 @@ func TestRewindInvalidatesOutsideTheLock(t *testing.T) {
 		t.Errorf("%d of %d notifications were sent while the live lock was held", k.deadlocks, k.sent)
 	}
 }
+
+// TestRestoreInvalidatesOutsideTheLock: a restore tells the kernel about
+// the entry it replaced, the old inode and the parent, each when a FUSE
+// handler can take the live lock (invariant 12), like a rewind.
+func TestRestoreInvalidatesOutsideTheLock(t *testing.T) {
+	w := &workspace{dir: t.TempDir()}
+	w.open(t)
+	t.Cleanup(func() { _ = w.j.Close() })
+	c := modelCaller
+	st, err := w.live.Create(c, tree.RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.live.WriteAt(c, st.Ino, tree.NoHandle, []byte("v1"), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.live.Flush(c, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	v1 := w.j.Head()
+	if err := w.live.Unlink(c, tree.RootIno, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.live.Create(c, tree.RootIno, "f", syscall.S_IFREG|0o644, 0); err != nil {
+		t.Fatal(err)
+	}
+	mapped, err := w.live.Create(c, tree.RootIno, "mapped", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kernelInv{live: w.live, ino: mapped.Ino}
+	w.rw.Inv = k
+	res, err := w.rw.Restore("f", v1, ".reynfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Replaced || res.Seq == 0 {
+		t.Errorf("restore f: %+v, want a record that replaced the new f", res)
+	}
+	if k.sent != 3 { // the entry, the replaced inode, the root
+		t.Errorf("%d notifications sent, want 3", k.sent)
+	}
+	if k.deadlocks > 0 {
+		t.Errorf("%d of %d notifications were sent while the live lock was held", k.deadlocks, k.sent)
+	}
+}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs/tree"
-	"github.com/reynfs/reynfs/journal"
 )
 
 // RestoreResult says what a restore did.
@@ -28,8 +27,14 @@ type RestoreResult struct {
 // views is the name the mount gives its read-only history views in the
 // root (mount --views-name; "" for none): a path under it is not in the
 // tree, while a project's own entry of the default name is an ordinary one.
-func Restore(j *journal.Journal, live *tree.Live, inv Invalidator, rel string, x uint64, views string) (*RestoreResult, error) {
+//
+// The change runs in the exclusive section (locked.restore), like a
+// rewind's swap, so the kernel hears of it only once the live lock is
+// released (invariant 12), and the parent looked up is the one the
+// record names.
+func (rw *Rewinder) Restore(rel string, x uint64, views string) (*RestoreResult, error) {
 	start := time.Now()
+	j := rw.J
 	rel = path.Clean(strings.TrimPrefix(rel, "/"))
 	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 		return nil, fmt.Errorf("%w: restore needs a path below the workspace root (use rewind for the whole tree)", ErrTarget)
@@ -55,30 +60,41 @@ func Restore(j *journal.Journal, live *tree.Live, inv Invalidator, rel string, x
 	}
 	root, _ := n.Object()
 
-	dir, name := path.Split(rel)
-	live.Lock()
-	parent, err := lookupPath(live.Tree(), strings.TrimSuffix(dir, "/"))
-	live.Unlock()
-	if err != nil || !parent.IsDir() {
-		return nil, fmt.Errorf("%w: %s: the parent directory does not exist now; restore it first", ErrTarget, rel)
-	}
-	label := fmt.Sprintf("restore %s from seq %d", rel, x)
-	_, old, seq, err := live.Restore(tree.Caller{Comm: "reynfs-restore"}, parent.Ino, name, root, label)
+	res := &RestoreResult{Path: rel, From: x}
+	err = rw.exclusive(func(x locked) (Invalidations, error) { return x.restore(res, root) })
 	if err != nil {
-		return nil, fmt.Errorf("restore %s: %w", rel, err)
+		return nil, err
 	}
 	if err := j.Sync(); err != nil {
 		return nil, fmt.Errorf("restore %s: %w", rel, err)
 	}
-	count, _ := tree.CountInodes(j.Objects(), root)
-	if inv != nil {
-		inv.InvalidateEntry(parent.Ino, name)
-		if old != 0 {
-			inv.InvalidateInode(old)
-		}
-		inv.InvalidateInode(parent.Ino)
+	res.Inodes, _ = tree.CountInodes(j.Objects(), root)
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// restore is Restore's exclusive section: it puts the stored subtree root
+// at res.Path and returns what the kernel must forget (the entry, the
+// inode it replaced, the parent's attributes).
+func (x locked) restore(res *RestoreResult, root cas.Hash) (Invalidations, error) {
+	var none Invalidations
+	dir, name := path.Split(res.Path)
+	parent, err := lookupPath(x.live.Tree(), strings.TrimSuffix(dir, "/"))
+	if err != nil || !parent.IsDir() {
+		return none, fmt.Errorf("%w: %s: the parent directory does not exist now; restore it first", ErrTarget, res.Path)
 	}
-	return &RestoreResult{Path: rel, From: x, Seq: seq, Inodes: count, Replaced: old != 0, Took: time.Since(start)}, nil
+	label := fmt.Sprintf("restore %s from seq %d", res.Path, res.From)
+	_, old, seq, err := x.live.RestoreLocked(tree.Caller{Comm: "reynfs-restore"}, parent.Ino, name, root, label)
+	if err != nil {
+		return none, fmt.Errorf("restore %s: %w", res.Path, err)
+	}
+	res.Seq, res.Replaced = seq, old != 0
+	inv := Invalidations{entries: []entryRef{{parent.Ino, name}}}
+	if old != 0 {
+		inv.inodes = append(inv.inodes, old)
+	}
+	inv.inodes = append(inv.inodes, parent.Ino)
+	return inv, nil
 }
 
 // lookupPath resolves a slash-separated path from the root of t ("" and

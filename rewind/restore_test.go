@@ -72,14 +72,14 @@ func TestRestore(t *testing.T) {
 	}
 	before := snapshotOf(t, w)
 
-	res, err := Restore(w.j, w.live, nil, "src", v1, ".reynfs")
+	res, err := w.rw.Restore("src", v1, ".reynfs")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Inodes != 4 || res.Replaced {
 		t.Errorf("restore src: %+v, want 4 inodes (src, a.go, sub, b.go) and nothing replaced", res)
 	}
-	if _, err := Restore(w.j, w.live, nil, "/notes", v1, ".reynfs"); err != nil {
+	if _, err := w.rw.Restore("/notes", v1, ".reynfs"); err != nil {
 		t.Fatal(err)
 	}
 	want := state{}
@@ -120,7 +120,7 @@ func TestRestore(t *testing.T) {
 	// Bad input changes nothing.
 	head := w.j.Head()
 	for _, bad := range []string{".", "/", "../x", "nope", "src/nope/x", ".reynfs/seq"} {
-		if _, err := Restore(w.j, w.live, nil, bad, v1, ".reynfs"); !errors.Is(err, ErrTarget) {
+		if _, err := w.rw.Restore(bad, v1, ".reynfs"); !errors.Is(err, ErrTarget) {
 			t.Errorf("restore %q: %v, want ErrTarget", bad, err)
 		}
 	}
@@ -168,11 +168,11 @@ func TestRestoreViewsName(t *testing.T) {
 	for _, d := range dirs {
 		put(d, "x", "v2")
 	}
-	if _, err := Restore(w.j, w.live, nil, ".reynfs/x", v1, "h"); err != nil {
+	if _, err := w.rw.Restore(".reynfs/x", v1, "h"); err != nil {
 		t.Fatalf("restore of the project's own .reynfs/x with the views named h: %v", err)
 	}
 	for _, tc := range []struct{ rel, views string }{{"h/x", "h"}, {"h", "h"}, {".reynfs/x", ".reynfs"}} {
-		if _, err := Restore(w.j, w.live, nil, tc.rel, v1, tc.views); !errors.Is(err, ErrTarget) || !strings.Contains(err.Error(), "history views") {
+		if _, err := w.rw.Restore(tc.rel, v1, tc.views); !errors.Is(err, ErrTarget) || !strings.Contains(err.Error(), "history views") {
 			t.Errorf("restore %s with the views named %s: %v, want ErrTarget naming the history views", tc.rel, tc.views, err)
 		}
 	}

@@ -31,6 +31,7 @@ type mountOptions struct {
 	viewsName  string
 	viewsSet   bool // --views-name given; else the store's remembered name
 	private    bool
+	privateSet bool // --private-history given (true or false); else the store's remembered choice
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -40,7 +41,7 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.foreground, "foreground", false, "stay attached; log to stderr too")
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	f.StringVar(&o.viewsName, "views-name", "", "name the read-only history views `NAME` in the mount root, for a project with its own .reynfs (default .reynfs; remembered for later mounts)")
-	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views")
+	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views (remembered for later mounts; --private-history=false turns it off)")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
 	f.BoolVar(&o.newStore, "new-store", false, "")
@@ -66,12 +67,15 @@ report, go to reynfs.log in the store.
 The read-only history views answer as .reynfs in the mount root. A project with
 its own .reynfs is refused unless --views-name names the views differently; the
 store remembers that name, so later mounts need the flag only to change it.
+--private-history keeps the views to the mount's owner and root; the store
+remembers it too, until a mount with --private-history=false turns it off.
 
 ` + exitCodeHelp,
 		Args:        usageArgs(cobra.ExactArgs(1)),
 		Annotations: map[string]string{annotationCleansUp: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.viewsSet = cmd.Flags().Changed("views-name")
+			o.privateSet = cmd.Flags().Changed("private-history")
 			return runMount(cmd.Context(), o, args[0])
 		},
 	}
@@ -136,7 +140,10 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
 	logTightened(log, sd, paths.Store)
-	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx, ViewsName: o.viewsName, PrivateHistory: o.private}
+	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx, ViewsName: o.viewsName}
+	if o.privateSet {
+		cfg.PrivateHistory = &o.private
+	}
 	switch {
 	case ready != nil:
 		cfg.Progress = throttle(func(files int, bytes int64) {
@@ -229,8 +236,8 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 	if o.viewsSet {
 		args = append(args, "--views-name", o.viewsName)
 	}
-	if o.private {
-		args = append(args, "--private-history")
+	if o.privateSet {
+		args = append(args, fmt.Sprintf("--private-history=%t", o.private))
 	}
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}

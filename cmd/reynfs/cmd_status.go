@@ -77,7 +77,11 @@ func printStatus(s *daemon.Status, asJSON bool) {
 		fmt.Printf("mount:    not mounted (project %s)\n", s.Dir)
 	}
 	fmt.Printf("store:    %s\n", s.Store)
-	fmt.Printf("views:    %s/ (read-only history in the mount root)\n", s.ViewsName)
+	if s.PrivateHistory {
+		fmt.Printf("views:    %s/ (read-only history in the mount root; private: the owner and root only)\n", s.ViewsName)
+	} else {
+		fmt.Printf("views:    %s/ (read-only history in the mount root)\n", s.ViewsName)
+	}
 	fmt.Printf("head seq: %d\n", s.HeadSeq)
 	fmt.Printf("records:  %d\n", s.Records)
 	fmt.Printf("objects:  %d (%s)\n", s.Objects, human(s.ObjectBytes))

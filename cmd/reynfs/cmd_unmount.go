@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,7 +43,9 @@ func runUnmount(ctx context.Context, o storeOptions, dir string) error {
 		return err
 	}
 	st, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 10*time.Second)
-	if errors.Is(err, daemon.ErrNotRunning) {
+	// A socket that takes the call but never answers is a stopped or hung
+	// daemon: CleanStale asks the mount too, and aborts it if it hangs.
+	if errors.Is(err, daemon.ErrNotRunning) || errors.Is(err, os.ErrDeadlineExceeded) {
 		m, ok := daemon.MountOfStore(store)
 		if !ok {
 			return err

@@ -305,14 +305,14 @@ func (l *Live) Counts() (inodes, pending int) {
 	return l.t.Len(), l.pending
 }
 
-// Restore puts a copy of the stored subtree root at parent/name, replacing
-// what is there, as one OpRestore record (see CountInodes). The objects
-// must be in the store already. It returns the copy's top inode and the
-// inode it replaced (0 if the name was free), for cache invalidation, and
-// the record's seq.
-func (l *Live) Restore(c Caller, parent uint64, name string, root cas.Hash, label string) (st Stat, old, seq uint64, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// RestoreLocked puts a copy of the stored subtree root at parent/name,
+// replacing what is there, as one OpRestore record (see CountInodes). The
+// objects must be in the store already. It returns the copy's top inode
+// and the inode it replaced (0 if the name was free), for cache
+// invalidation, and the record's seq. The caller holds the lock (Lock):
+// rewind's exclusive section, which sends the invalidations only after
+// unlocking.
+func (l *Live) RestoreLocked(c Caller, parent uint64, name string, root cas.Hash, label string) (st Stat, old, seq uint64, err error) {
 	count, err := CountInodes(l.t.store, root)
 	if err != nil {
 		return Stat{}, 0, 0, err

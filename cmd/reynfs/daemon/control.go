@@ -71,6 +71,9 @@ type Status struct {
 	// ViewsName is the name of the history views in the mount root
 	// (mount --views-name, remembered in the store).
 	ViewsName string `json:"views_name"`
+	// PrivateHistory: only the mount's owner and root may browse the
+	// views (mount --private-history, remembered in the store).
+	PrivateHistory bool `json:"private_history"`
 }
 
 // Gen describes a generation that was cut.
@@ -294,7 +297,7 @@ func (d *Daemon) Status() (*Status, error) {
 		HeadSeq: d.j.Head(), Records: d.j.Head(), Objects: objs, ObjectBytes: bytes,
 		StoreBytes: size, Inodes: inodes, Buffered: buffered,
 		Uptime:    time.Since(d.started).Round(time.Second).String(),
-		ViewsName: d.views,
+		ViewsName: d.views, PrivateHistory: d.private,
 	}, nil
 }
 

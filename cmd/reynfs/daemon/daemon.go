@@ -31,6 +31,7 @@ const (
 	metaWriteback = "writeback" // root being written back (crash-safe redo)
 	metaInoCeil   = "inoceil"   // highest inode number reserved
 	metaViews     = "views"     // the history views' name (mount --views-name)
+	metaPrivate   = "private"   // "on": mount --private-history (absent: off)
 )
 
 // Config is what a daemon serves.
@@ -49,8 +50,11 @@ type Config struct {
 	// name the store remembers from the last mount that gave one, or
 	// fs.ViewDir. A name given is remembered for later mounts.
 	ViewsName string
-	// PrivateHistory is fs.Options's (mount --private-history).
-	PrivateHistory bool
+	// PrivateHistory is fs.Options's (mount --private-history): true or
+	// false is remembered for later mounts, like ViewsName; nil keeps what
+	// the store remembers (off for a new store). A mount that forgot it
+	// would open a private history to every user without a word.
+	PrivateHistory *bool
 }
 
 // Daemon is one served workspace.
@@ -63,6 +67,8 @@ type Daemon struct {
 	svc  *Service
 	// views is the name the history views answer to in the mount root.
 	views string
+	// private: only the mount's owner and root may browse the views.
+	private bool
 
 	unmountOnce sync.Once
 	done        chan struct{}
@@ -105,6 +111,14 @@ func Start(cfg Config) (*Daemon, error) {
 		return fail(err)
 	}
 	d.views = cmp.Or(cfg.ViewsName, string(remembered), fs.ViewDir)
+	wasPrivate, err := privateMeta(j)
+	if err != nil {
+		return fail(err)
+	}
+	d.private = wasPrivate
+	if cfg.PrivateHistory != nil {
+		d.private = *cfg.PrivateHistory
+	}
 	t, err := d.prepare()
 	if err != nil {
 		return fail(err)
@@ -116,6 +130,15 @@ func Start(cfg Config) (*Daemon, error) {
 		// Remembered only once the directory passed the check, so that a
 		// later mount without --views-name finds the views where they were.
 		if err := j.SetMeta(metaViews, []byte(d.views)); err != nil {
+			return fail(err)
+		}
+	}
+	if d.private != wasPrivate {
+		var on []byte // off: no key
+		if d.private {
+			on = []byte("on")
+		}
+		if err := j.SetMeta(metaPrivate, on); err != nil {
 			return fail(err)
 		}
 	}
@@ -134,7 +157,7 @@ func Start(cfg Config) (*Daemon, error) {
 	rw := &rewind.Rewinder{J: j, Live: d.live, Agents: agents.NewRegistry(states)}
 	d.svc = &Service{J: j, Live: d.live, RW: rw, Views: d.views}
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
-		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: cfg.PrivateHistory})
+		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: d.private})
 	if err != nil {
 		return fail(err)
 	}
@@ -144,7 +167,7 @@ func Start(cfg Config) (*Daemon, error) {
 		d.fs.Wait()
 		d.finish()
 	}()
-	d.log.Info().Str("dir", cfg.Dir).Str("mountpoint", cfg.Mountpoint).Str("views", d.views).Uint64("head", j.Head()).Msg("mounted")
+	d.log.Info().Str("dir", cfg.Dir).Str("mountpoint", cfg.Mountpoint).Str("views", d.views).Bool("private_history", d.private).Uint64("head", j.Head()).Msg("mounted")
 	return d, nil
 }
 
@@ -347,4 +370,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	case <-time.After(10 * time.Second):
 	}
 	return d.finalErr
+}
+
+// privateMeta reports whether the store remembers --private-history.
+func privateMeta(j *journal.Journal) (bool, error) {
+	b, err := j.GetMeta(metaPrivate)
+	return string(b) == "on", err
 }

@@ -72,7 +72,10 @@ func FindMount(point string) (Mount, bool) {
 }
 
 // ClearDeadMount lazily unmounts a FUSE mount at point whose daemon is
-// gone ("transport endpoint is not connected"), and refuses a live one.
+// gone ("transport endpoint is not connected"), after aborting its
+// connection, and refuses a live one or one that does not answer (a hung
+// or stopped daemon). It asks the mount with a bounded wait (probe): an
+// unbounded statfs of a stopped daemon's mount would hang the caller.
 func ClearDeadMount(point string) error {
 	m, ok := FindMount(point)
 	if !ok {
@@ -81,28 +84,45 @@ func ClearDeadMount(point string) error {
 	if !strings.HasPrefix(m.FsType, "fuse") {
 		return nil // mounting over a non-FUSE mount is the user's business
 	}
-	if !dead(point) {
+	switch probe(m) {
+	case mountAlive:
 		return fmt.Errorf("%w: %s is already mounted (%s from %s); unmount it first", ErrUsage, point, m.FsType, m.Source)
+	case mountHung:
+		return hung(m)
 	}
 	_ = AbortConnection(point) // release whatever still waits on the dead connection (abort.go)
 	return LazyUnmount(point)
 }
 
-// dead reports whether the FUSE mount at point has lost its daemon. statfs
-// goes to the daemon every time (stat may be answered from the kernel's
-// attribute cache for a second after the daemon died).
-func dead(point string) bool {
-	var st syscall.Statfs_t
-	return errors.Is(syscall.Statfs(point, &st), syscall.ENOTCONN)
+// clearIfDead is ClearDeadMount for a path about to be resolved, which
+// leaves a live FUSE mount alone (later checks say what is wrong with it)
+// but refuses a hung one: every look at the path would hang too.
+func clearIfDead(point string) error {
+	m, ok := FindMount(point)
+	if !ok || !strings.HasPrefix(m.FsType, "fuse") {
+		return nil
+	}
+	switch probe(m) {
+	case mountAlive:
+		return nil
+	case mountHung:
+		return hung(m)
+	}
+	_ = AbortConnection(point)
+	return LazyUnmount(point)
 }
 
-// clearIfDead lazily unmounts a FUSE mount at point whose daemon is gone
-// (killed), so that the path can be used again; a live mount stays.
-func clearIfDead(point string) error {
-	if m, ok := FindMount(point); ok && strings.HasPrefix(m.FsType, "fuse") && dead(point) {
-		return LazyUnmount(point)
+// hung is the error for a FUSE mount at a path reynfs must use whose
+// daemon does not answer. The hint names the store: 'reynfs unmount DIR'
+// would look at DIR, which waits on the daemon once the kernel's cached
+// attributes of the mount's root expire.
+func hung(m Mount) error {
+	if m.FsType == FsType {
+		return fmt.Errorf("%w: %s is mounted (store %s) but does not answer: its daemon is hung or stopped; 'reynfs unmount --store %s' aborts and detaches it",
+			ErrStale, m.Point, m.Source, m.Source)
 	}
-	return nil
+	return fmt.Errorf("%w: %s is mounted (%s from %s) but does not answer: its daemon is hung or stopped; unmount it first (umount -f)",
+		ErrStale, m.Point, m.FsType, m.Source)
 }
 
 // LazyUnmount detaches the mount at point: directly as root, otherwise
@@ -150,8 +170,8 @@ func Unanswered(m Mount) error {
 		return fmt.Errorf("%w: %s (store %s) has lost its daemon; run 'reynfs unmount %s' to clean it, then mount again: the store keeps every acknowledged change",
 			ErrStale, m.Point, m.Source, m.Point)
 	case mountHung:
-		return fmt.Errorf("%w: %s (store %s) does not answer: its daemon is hung or stopped; 'reynfs unmount %s' aborts and detaches it",
-			ErrStale, m.Point, m.Source, m.Point)
+		return fmt.Errorf("%w: %s (store %s) does not answer: its daemon is hung or stopped; 'reynfs unmount --store %s' aborts and detaches it",
+			ErrStale, m.Point, m.Source, m.Source)
 	}
 	return fmt.Errorf("the mount %s answers but no control socket of its daemon does (looked for %s); 'reynfs unmount %s' unmounts it",
 		m.Point, strings.Join(socketPaths(m.Source), ", "), m.Point)

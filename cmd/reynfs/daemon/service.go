@@ -291,7 +291,7 @@ func (s *Service) Restore(rel, target string) (*rewind.RestoreResult, error) {
 	if s.Live == nil {
 		return nil, fmt.Errorf("%w: restore works on a mounted workspace; mount it first (or export the point and copy)", ErrUsage)
 	}
-	return rewind.Restore(s.J, s.Live, s.RW.Inv, rel, seq, s.Views)
+	return s.RW.Restore(rel, seq, s.Views)
 }
 
 // Show describes one generation or record.
@@ -396,8 +396,13 @@ func (s *Service) StoreStatus(store string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	private, err := privateMeta(s.J)
+	if err != nil {
+		return nil, err
+	}
 	return &Status{Dir: string(dir), Store: store, HeadSeq: s.J.Head(), Records: s.J.Head(),
-		Objects: objs, ObjectBytes: bytes, StoreBytes: size, ViewsName: cmp.Or(string(views), fs.ViewDir)}, nil
+		Objects: objs, ObjectBytes: bytes, StoreBytes: size, ViewsName: cmp.Or(string(views), fs.ViewDir),
+		PrivateHistory: private}, nil
 }
 
 // GC keeps the newest keep generations of the current path (and all after

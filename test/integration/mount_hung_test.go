@@ -1,0 +1,63 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMountOverHungDaemon: `reynfs mount` of a directory whose reynfs
+// mount has a stopped daemon (SIGSTOP: its mount and its socket are there,
+// nothing answers) is refused within seconds with one line that says the
+// daemon is hung or stopped and names `reynfs unmount --store`; it used
+// to hang in statfs on the mount. The mount is left alone; `reynfs
+// unmount`, as the line says, aborts and detaches it, and the next mount
+// serves what the daemon had acknowledged.
+func TestMountOverHungDaemon(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	writeFile(t, filepath.Join(m.Dir, "w"), []byte("acknowledged"), 0o644)
+	if r := m.Run("checkpoint", "--store", m.Store); r.Code != 0 {
+		t.Fatalf("reynfs checkpoint: exit %d: %s", r.Code, r.Stderr)
+	}
+	pid := m.pid
+	hcStop(t, pid)
+	cmd := exec.Command(reynfsBin, "mount", m.Dir, "--store", m.Store)
+	cmd.Env, cmd.Dir = m.env, "/"
+	start := time.Now()
+	r := hcRunCmd(t, cmd, 15*time.Second)
+	what := "reynfs mount (daemon stopped)"
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("%s: took %s, want a few seconds", what, took.Round(time.Millisecond))
+	}
+	rwOneLine(t, r, 6, what)
+	if !strings.Contains(r.Stderr, "hung or stopped") || !strings.Contains(r.Stderr, "reynfs unmount --store "+m.Store) {
+		t.Errorf("%s: stderr %q; want it to say the daemon is hung or stopped and name 'reynfs unmount --store %s'", what, r.Stderr, m.Store)
+	}
+	if !isMounted(m.Dir) {
+		t.Fatalf("%s: the stopped daemon's mount is gone", what)
+	}
+	// The hint holds: unmount, whose call on the socket times out (10 s),
+	// aborts and detaches the stopped daemon's mount.
+	cmd = exec.Command(reynfsBin, "unmount", "--store", m.Store) // as the line says
+	cmd.Env, cmd.Dir = m.env, "/"
+	r = hcRunCmd(t, cmd, 20*time.Second)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "aborted") || isMounted(m.Dir) {
+		t.Fatalf("reynfs unmount (daemon stopped): exit %d, stdout %q, stderr %q, mounted %v; want exit 0, aborted and detached",
+			r.Code, r.Stdout, r.Stderr, isMounted(m.Dir))
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	m.waitDaemonGone()
+	hcWaitStatus(t, m, 5) // its store lock released, too
+	m.Mount()
+	if b, err := os.ReadFile(filepath.Join(m.Dir, "w")); err != nil || string(b) != "acknowledged" {
+		t.Errorf("w after the remount = %q, %v", b, err)
+	}
+	m.Unmount()
+}
