@@ -42,6 +42,7 @@ func newTestRuns(t *testing.T, mode Mode) *Runs {
 			if run := r.Get(ri.ID); run != nil {
 				if err := run.Cancel(0); err != nil {
 					t.Errorf("cleanup: %v", err)
+					forceKill(run)
 				}
 			}
 		}
@@ -53,6 +54,19 @@ func newTestRuns(t *testing.T, mode Mode) *Runs {
 		}
 	})
 	return r
+}
+
+// forceKill ends what a failed Cancel left, so no test leaks processes.
+func forceKill(run *Run) {
+	if run.dir == "" {
+		_ = syscall.Kill(-run.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-run.Pid, syscall.SIGCONT)
+		return
+	}
+	_ = cgWrite(run.dir, "cgroup.kill", "1")
+	_ = cgWrite(run.dir, "cgroup.freeze", "0")
+	_ = cgWait(run.dir, EmptyTimeout, "exit", func(p, _ bool) bool { return !p })
+	_ = cgRemove(run.dir)
 }
 
 // forModes runs body once per mode as a subtest.
