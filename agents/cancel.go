@@ -156,6 +156,9 @@ func (run *Run) waitEmpty(d time.Duration) error {
 	if run.dir != "" {
 		return cgWait(run.dir, d, "exit", func(p, _ bool) bool { return !p })
 	}
+	if run.Pid <= 1 {
+		return nil // not attached: no process yet
+	}
 	end := time.Now().Add(d)
 	for syscall.Kill(-run.Pid, 0) == nil {
 		if time.Now().After(end) {
@@ -173,7 +176,7 @@ func (run *Run) Remove() error {
 		if err := cgRemove(run.dir); err != nil {
 			return fmt.Errorf("remove run %s: %w", run.ID, err)
 		}
-	} else if syscall.Kill(-run.Pid, 0) == nil {
+	} else if run.Pid > 1 && syscall.Kill(-run.Pid, 0) == nil {
 		return fmt.Errorf("remove run %s: %w", run.ID, syscall.EBUSY)
 	}
 	r := run.runs
@@ -197,7 +200,12 @@ func (run *Run) setState(s State) {
 }
 
 // killGroup signals a process group; a group already gone is not an error.
+// pgid 0 (a run not attached yet, so without a process) is a no-op:
+// kill(0) would signal our own group.
 func killGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 {
+		return nil
+	}
 	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal process group %d: %w", pgid, err)
 	}

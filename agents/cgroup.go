@@ -232,20 +232,28 @@ func groupMembers(pgid int) []procStat {
 func groupWait(pgid int, d time.Duration, what string, ok func([]procStat) bool) error {
 	end := time.Now().Add(d)
 	for {
-		if ok(groupMembers(pgid)) {
+		m := groupMembers(pgid)
+		if ok(m) {
 			return nil
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("wait for %s of process group %d: %w after %v", what, pgid, ErrTimeout, d)
+			var states []string
+			for _, s := range m {
+				states = append(states, string(s.state))
+			}
+			return fmt.Errorf("wait for %s of process group %d (states %s): %w after %v", what, pgid, strings.Join(states, ""), ErrTimeout, d)
 		}
 		time.Sleep(pollEvery)
 	}
 }
 
-// groupStopped: every member is stopped (T) or dead (Z, X).
+// groupStopped: every member is stopped (T), dead (Z, X), or in an
+// uninterruptible sleep (D). A D task has our SIGSTOP pending and stops
+// before it returns to user space, so it issues no new system call; and a
+// vfork parent whose child we stopped before its exec stays in D for good.
 func groupStopped(m []procStat) bool {
 	for _, s := range m {
-		if s.state != 'T' && s.state != 't' && s.state != 'Z' && s.state != 'X' {
+		if s.state != 'T' && s.state != 't' && s.state != 'Z' && s.state != 'X' && s.state != 'D' {
 			return false
 		}
 	}

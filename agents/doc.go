@@ -32,11 +32,22 @@
 //
 // process-group (the fallback, where no cgroup2 is writable: not root, or
 // no cgroup2 mounted). The run's first process leads a new process group
-// and the starting process becomes a child subreaper, so that orphaned
-// grandchildren are reparented to it and reaped there rather than by init.
+// and the launching process becomes a child subreaper, so that orphaned
+// grandchildren are reparented to it and reaped there rather than by init
+// (a Runs that is itself a subreaper ancestor reaps an attached run's
+// orphans too).
 // Freeze is SIGSTOP to the group, thaw SIGCONT, kill SIGKILL. A process
 // that moves itself to another group or session escapes the run; the
 // fallback says so instead of pretending.
+//
+// Who does what: the daemon owns the subtree and the registry (Create
+// makes the run's cgroup, Attach records the pid the launcher reports,
+// RunOf, Cancel, StopForRewind); the launcher, `reynfs run` in the CLI
+// process, calls Launch with that cgroup, waits and passes the exit status
+// through (a daemon that execs into its own mount can deadlock). Start
+// does both halves in one process. In cgroup mode the processes of a run
+// orphaned by their parent are reaped by init (or the nearest subreaper)
+// like any others, and "populated 0" waits for that.
 //
 // # Cancel: freeze, SIGTERM, thaw, grace, kill
 //

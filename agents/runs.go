@@ -71,7 +71,7 @@ type Runs struct {
 	cache map[procKey]string // (pid, start time) → run id; "" = in no run
 }
 
-// Run is one command started by Start and its whole process tree.
+// Run is one command and its whole process tree.
 type Run struct {
 	ID       string
 	Agent    string
@@ -80,10 +80,11 @@ type Run struct {
 	Pid      int
 	Started  time.Time
 
-	runs *Runs
-	cmd  *exec.Cmd
-	dir  string // cgroup mode: the run's cgroup
-	done chan struct{}
+	runs   *Runs
+	proc   *Process // when this process launched it (Start)
+	dir    string   // cgroup mode: the run's cgroup
+	done   chan struct{}
+	finish sync.Once
 
 	mu       sync.Mutex
 	state    State
@@ -108,8 +109,7 @@ type procKey struct {
 }
 
 // NewRuns finds a writable cgroup2 and creates <cgroup2>/reynfs/<store-id>
-// in it, or falls back to process groups (and makes this process a child
-// subreaper) and says why in Mode.
+// in it, or falls back to process groups and says why in Mode.
 func NewRuns(opts Options) (*Runs, error) {
 	if opts.StoreID == "" || strings.ContainsAny(opts.StoreID, "/\x00") || opts.StoreID == "." || opts.StoreID == ".." {
 		return nil, fmt.Errorf("start runs: bad store id %q", opts.StoreID)
@@ -123,11 +123,8 @@ func NewRuns(opts Options) (*Runs, error) {
 		r.mode = ModeCgroup
 		return r, nil
 	}
-	// Orphaned grandchildren reparent to us instead of init, so the run's
-	// reaper can collect them and Cancel can wait for them.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("start runs: become subreaper: %w", err)
-	}
+	// The launcher (Launch) becomes the child subreaper, not Runs: it is
+	// the ancestor of the run.
 	r.mode = ModeProcessGroup
 	return r, nil
 }
@@ -177,32 +174,31 @@ func (r *Runs) openCgroup(opts Options) error {
 // Mode says how runs are tracked and why (a fallback names what failed).
 func (r *Runs) Mode() (Mode, string) { return r.mode, r.reason }
 
-// Spec describes a run to start.
+// Spec describes a run.
 type Spec struct {
 	ID       string // empty: a random one
 	Agent    string // may be empty
 	Label    string
 	OnRewind Policy
-	// Cmd is the command, with its stdio, env and dir set by the caller;
-	// Start sets its SysProcAttr cgroup or process group fields.
+	// Cmd is the command for Start, with its stdio, env and dir set by the
+	// caller; Launch sets its cgroup or process-group fields. Create
+	// ignores it.
 	Cmd *exec.Cmd
 }
 
-// Start starts spec.Cmd in a run of its own. In cgroup mode the child is
-// created inside the run's cgroup by clone3(CLONE_INTO_CGROUP), so no
-// instruction of it, and no child it forks, is ever outside the run.
-func (r *Runs) Start(spec Spec) (*Run, error) {
-	if spec.Cmd == nil {
-		return nil, errors.New("start run: no command")
-	}
+// Create registers a run that another process will launch, the daemon's
+// half of `reynfs run`: in cgroup mode it creates the run's cgroup, whose
+// path (CgroupDir) the launcher passes to Launch; then Attach names the
+// pid and Exited reports the exit code.
+func (r *Runs) Create(spec Spec) (*Run, error) {
 	if spec.Agent != "" {
 		if err := CheckName(spec.Agent); err != nil {
-			return nil, fmt.Errorf("start run: %w", err)
+			return nil, fmt.Errorf("create run: %w", err)
 		}
 	}
 	pol, err := ParsePolicy(string(spec.OnRewind))
 	if err != nil {
-		return nil, fmt.Errorf("start run: %w", err)
+		return nil, fmt.Errorf("create run: %w", err)
 	}
 	id := spec.ID
 	if id == "" {
@@ -211,113 +207,112 @@ func (r *Runs) Start(spec Spec) (*Run, error) {
 		id = hex.EncodeToString(b[:])
 	}
 	if err := CheckName(id); err != nil {
-		return nil, fmt.Errorf("start run: id: %w", err)
+		return nil, fmt.Errorf("create run: id: %w", err)
 	}
 	run := &Run{ID: id, Agent: spec.Agent, Label: spec.Label, OnRewind: pol, runs: r,
-		cmd: spec.Cmd, done: make(chan struct{}), state: StateRunning}
+		done: make(chan struct{}), state: StateRunning, Started: time.Now()}
 	r.mu.Lock()
 	_, dup := r.runs[id]
 	if !dup {
-		r.runs[id] = run // reserved before the process exists
+		r.runs[id] = run // reserved before the cgroup exists
 	}
 	r.mu.Unlock()
 	if dup {
-		return nil, fmt.Errorf("start run %s: the id is taken", id)
+		return nil, fmt.Errorf("create run %s: the id is taken", id)
 	}
-	if err := r.start(run); err != nil {
-		r.mu.Lock()
-		delete(r.runs, id)
-		r.mu.Unlock()
-		return nil, fmt.Errorf("start run %s: %w", id, err)
+	if r.mode == ModeCgroup {
+		run.dir = filepath.Join(r.dir, id)
+		if err := os.Mkdir(run.dir, 0o755); err != nil {
+			r.mu.Lock()
+			delete(r.runs, id)
+			r.mu.Unlock()
+			return nil, fmt.Errorf("create run %s: cgroup: %w", id, err)
+		}
 	}
 	return run, nil
 }
 
-func (r *Runs) start(run *Run) error {
-	c := run.cmd
-	if c.SysProcAttr == nil {
-		c.SysProcAttr = &syscall.SysProcAttr{}
+// CgroupDir is the run's cgroup ("" in the process-group mode).
+func (run *Run) CgroupDir() string { return run.dir }
+
+// Attach records the pid of the run's first process, once its launcher
+// has started it. In cgroup mode the pid must be in the run's cgroup; in
+// the process-group mode it must lead its group.
+func (r *Runs) Attach(run *Run, pid int) error {
+	if pid <= 1 {
+		return fmt.Errorf("attach run %s: bad pid %d", run.ID, pid)
 	}
-	if r.mode == ModeCgroup {
-		run.dir = filepath.Join(r.dir, run.ID)
-		if err := os.Mkdir(run.dir, 0o755); err != nil {
-			return fmt.Errorf("create cgroup: %w", err)
+	// A command may have exited already (and been reaped); only a live
+	// process that is demonstrably elsewhere is refused.
+	if st, err := readStat(pid); err == nil {
+		if r.mode == ModeCgroup && r.resolve(pid, st) != run.ID {
+			return fmt.Errorf("attach run %s: pid %d is not in its cgroup", run.ID, pid)
 		}
-		fd, err := unix.Open(run.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			_ = cgRemove(run.dir)
-			return fmt.Errorf("open cgroup: %w", err)
+		if r.mode == ModeProcessGroup && st.pgid != pid {
+			return fmt.Errorf("attach run %s: pid %d does not lead a process group", run.ID, pid)
 		}
-		defer unix.Close(fd)
-		c.SysProcAttr.UseCgroupFD, c.SysProcAttr.CgroupFD = true, fd
-	} else {
-		// The group is the run; the leader's pid is its pgid.
-		c.SysProcAttr.Setpgid, c.SysProcAttr.Pgid = true, 0
 	}
-	if err := c.Start(); err != nil {
-		if run.dir != "" {
-			_ = cgRemove(run.dir)
-		}
-		return err
+	run.mu.Lock()
+	run.Pid, run.Started = pid, time.Now()
+	run.mu.Unlock()
+	if r.mode == ModeProcessGroup && run.proc == nil && isSubreaper() {
+		// Orphans of the run may be reparented to us (when we are an
+		// ancestor of its launcher): reap them, or the group never empties.
+		go reapGroup(pid, -1, nil)
 	}
-	run.Pid, run.Started = c.Process.Pid, time.Now()
-	if r.mode == ModeProcessGroup {
-		go run.reapOrphans()
-	}
-	go run.wait()
 	return nil
 }
 
-// wait collects the first process's exit status.
-func (run *Run) wait() {
-	err := run.cmd.Wait()
-	code := 0
-	if ps := run.cmd.ProcessState; ps != nil {
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal()) // as a shell reports it
-		} else {
-			code = ps.ExitCode()
-		}
-	} else if err != nil {
-		code = 127
-	}
-	run.mu.Lock()
-	run.exitCode = code
-	if run.state != StateCancelled {
-		run.state = StateExited
-	}
-	run.mu.Unlock()
-	close(run.done)
+// isSubreaper: this process adopts the orphans of its descendants.
+func isSubreaper() bool {
+	var v int32
+	err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0)
+	return err == nil && v != 0
 }
 
-// reapOrphans reaps the run's processes that were orphaned to us (we are
-// the subreaper), so that they do not linger as zombies in the group. It
-// peeks with WNOWAIT and leaves the leader to exec.Cmd.Wait, whose status
-// it must not steal; it only ever looks at this run's process group.
-func (run *Run) reapOrphans() {
-	pgid := run.Pid
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PGID, pgid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
+// Exited records the exit code of the run's first process, as its
+// launcher reports it; the run stays until Remove (its other processes
+// may still be there).
+func (run *Run) Exited(code int) {
+	run.finish.Do(func() {
+		run.mu.Lock()
+		run.exitCode = code
+		if run.state != StateCancelled {
+			run.state = StateExited
 		}
-		if err != nil { // ECHILD: no child of ours in the group now
-			if syscall.Kill(-pgid, 0) != nil {
-				return // the group is gone
-			}
-			time.Sleep(20 * time.Millisecond) // grandchildren may be orphaned to us later
-			continue
-		}
-		// si_pid follows signo, errno, code and padding (4 int32s).
-		pid := int(*(*int32)(unsafe.Add(unsafe.Pointer(&info), 16)))
-		if pid == run.Pid {
-			<-run.done
-			continue
-		}
-		var ws syscall.WaitStatus
-		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		run.mu.Unlock()
+		close(run.done)
+	})
+}
+
+// Start creates a run and launches spec.Cmd in it from this process.
+func (r *Runs) Start(spec Spec) (*Run, error) {
+	if spec.Cmd == nil {
+		return nil, errors.New("start run: no command")
 	}
+	run, err := r.Create(spec)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Launch(spec.Cmd, run.dir)
+	if err == nil {
+		run.proc = p
+		err = r.Attach(run, p.Pid)
+		if err != nil {
+			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+		}
+	}
+	if err != nil {
+		if run.dir != "" {
+			_ = cgRemove(run.dir)
+		}
+		r.mu.Lock()
+		delete(r.runs, run.ID)
+		r.mu.Unlock()
+		return nil, fmt.Errorf("start run %s: %w", run.ID, err)
+	}
+	go func() { run.Exited(p.Wait()) }()
+	return run, nil
 }
 
 // Info returns a snapshot of the run.
@@ -328,8 +323,8 @@ func (run *Run) Info() RunInfo {
 		Pid: run.Pid, Started: run.Started, State: run.state, ExitCode: run.exitCode}
 }
 
-// Wait blocks until the first process exits and returns its exit code
-// (128+N for signal N): what `reynfs run` exits with.
+// Wait blocks until the first process has exited (Exited) and returns its
+// exit code (128+N for signal N).
 func (run *Run) Wait() int {
 	<-run.done
 	run.mu.Lock()
@@ -340,9 +335,11 @@ func (run *Run) Wait() int {
 // Done is closed when the first process has exited.
 func (run *Run) Done() <-chan struct{} { return run.done }
 
-// Signal forwards sig to the run's first process (what `reynfs run` does
-// with the signals it receives); a no-op once that process is gone.
+// Signal sends sig to the run's first process; a no-op once it is gone.
 func (run *Run) Signal(sig syscall.Signal) error {
+	if run.proc != nil {
+		return run.proc.Signal(sig)
+	}
 	select {
 	case <-run.done:
 		return nil
