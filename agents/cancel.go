@@ -39,10 +39,10 @@ func (run *Run) freeze() error {
 		}
 		return nil
 	}
-	if err := killGroup(run.Pid, syscall.SIGSTOP); err != nil {
+	if err := killGroup(run.Pid(), syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("freeze run %s: %w", run.ID, err)
 	}
-	if err := groupWait(run.Pid, FreezeTimeout, "stop", groupStopped); err != nil {
+	if err := groupWait(run.Pid(), FreezeTimeout, "stop", groupStopped); err != nil {
 		return fmt.Errorf("freeze run %s: %w", run.ID, err)
 	}
 	return nil
@@ -73,7 +73,7 @@ func (run *Run) thaw() error {
 		}
 		return nil
 	}
-	if err := killGroup(run.Pid, syscall.SIGCONT); err != nil {
+	if err := killGroup(run.Pid(), syscall.SIGCONT); err != nil {
 		return fmt.Errorf("thaw run %s: %w", run.ID, err)
 	}
 	return nil
@@ -122,7 +122,7 @@ func (run *Run) Cancel(grace time.Duration) error {
 // terminate sends SIGTERM to every process of the run.
 func (run *Run) terminate() error {
 	if run.dir == "" {
-		return killGroup(run.Pid, syscall.SIGTERM)
+		return killGroup(run.Pid(), syscall.SIGTERM)
 	}
 	return cgWalk(run.dir, func(dir string) error {
 		pids, err := cgProcs(dir)
@@ -140,10 +140,10 @@ func (run *Run) terminate() error {
 
 func (run *Run) kill() error {
 	if run.dir == "" {
-		if err := killGroup(run.Pid, syscall.SIGKILL); err != nil {
+		if err := killGroup(run.Pid(), syscall.SIGKILL); err != nil {
 			return err
 		}
-		return killGroup(run.Pid, syscall.SIGCONT) // harmless; SIGKILL wakes stopped tasks anyway
+		return killGroup(run.Pid(), syscall.SIGCONT) // harmless; SIGKILL wakes stopped tasks anyway
 	}
 	return cgWrite(run.dir, "cgroup.kill", "1")
 }
@@ -156,13 +156,13 @@ func (run *Run) waitEmpty(d time.Duration) error {
 	if run.dir != "" {
 		return cgWait(run.dir, d, "exit", func(p, _ bool) bool { return !p })
 	}
-	if run.Pid <= 1 {
+	if run.Pid() <= 1 {
 		return nil // not attached: no process yet
 	}
 	end := time.Now().Add(d)
-	for syscall.Kill(-run.Pid, 0) == nil {
+	for syscall.Kill(-run.Pid(), 0) == nil {
 		if time.Now().After(end) {
-			return fmt.Errorf("wait for exit of process group %d: %w after %v", run.Pid, ErrTimeout, d)
+			return fmt.Errorf("wait for exit of process group %d: %w after %v", run.Pid(), ErrTimeout, d)
 		}
 		time.Sleep(pollEvery)
 	}
@@ -176,7 +176,7 @@ func (run *Run) Remove() error {
 		if err := cgRemove(run.dir); err != nil {
 			return fmt.Errorf("remove run %s: %w", run.ID, err)
 		}
-	} else if run.Pid > 1 && syscall.Kill(-run.Pid, 0) == nil {
+	} else if run.Pid() > 1 && syscall.Kill(-run.Pid(), 0) == nil {
 		return fmt.Errorf("remove run %s: %w", run.ID, syscall.EBUSY)
 	}
 	r := run.runs
@@ -267,7 +267,9 @@ func (r *Runs) resolve(pid int, st procStat) string {
 	leaders := map[int]string{}
 	r.mu.Lock()
 	for id, run := range r.runs {
-		leaders[run.Pid] = id
+		if pid := run.Pid(); pid > 1 {
+			leaders[pid] = id
+		}
 	}
 	r.mu.Unlock()
 	for range maxAncestry {

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -115,4 +117,24 @@ func (run *Run) populated() bool {
 
 func sortInfos(s []RunInfo) {
 	slices.SortFunc(s, func(a, b RunInfo) int { return a.Started.Compare(b.Started) })
+}
+
+// Close removes the store's cgroup (<cgroup2>/reynfs/<store-id>) when no
+// run is left in the registry, and the shared reynfs/ parent if no other
+// store uses it; with runs left it fails and changes nothing.
+func (r *Runs) Close() error {
+	r.mu.Lock()
+	n := len(r.runs)
+	r.mu.Unlock()
+	if n > 0 {
+		return fmt.Errorf("close runs: %d runs left", n)
+	}
+	if r.dir == "" {
+		return nil
+	}
+	if err := syscall.Rmdir(r.dir); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("close runs: %w", err)
+	}
+	_ = syscall.Rmdir(filepath.Dir(r.dir)) // EBUSY while another store has runs
+	return nil
 }

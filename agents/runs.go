@@ -77,8 +77,6 @@ type Run struct {
 	Agent    string
 	Label    string
 	OnRewind Policy
-	Pid      int
-	Started  time.Time
 
 	runs   *Runs
 	proc   *Process // when this process launched it (Start)
@@ -87,8 +85,18 @@ type Run struct {
 	finish sync.Once
 
 	mu       sync.Mutex
+	pid      int // 0 until Attach
+	started  time.Time
 	state    State
 	exitCode int
+}
+
+// Pid is the run's first process (its process group in the fallback); 0
+// until Attach.
+func (run *Run) Pid() int {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.pid
 }
 
 // RunInfo is a snapshot of a run, for `reynfs runs` and the API.
@@ -210,7 +218,7 @@ func (r *Runs) Create(spec Spec) (*Run, error) {
 		return nil, fmt.Errorf("create run: id: %w", err)
 	}
 	run := &Run{ID: id, Agent: spec.Agent, Label: spec.Label, OnRewind: pol, runs: r,
-		done: make(chan struct{}), state: StateRunning, Started: time.Now()}
+		done: make(chan struct{}), state: StateRunning, started: time.Now()}
 	r.mu.Lock()
 	_, dup := r.runs[id]
 	if !dup {
@@ -253,7 +261,7 @@ func (r *Runs) Attach(run *Run, pid int) error {
 		}
 	}
 	run.mu.Lock()
-	run.Pid, run.Started = pid, time.Now()
+	run.pid, run.started = pid, time.Now()
 	run.mu.Unlock()
 	if r.mode == ModeProcessGroup && run.proc == nil && isSubreaper() {
 		// Orphans of the run may be reparented to us (when we are an
@@ -320,7 +328,7 @@ func (run *Run) Info() RunInfo {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	return RunInfo{ID: run.ID, Agent: run.Agent, Label: run.Label, OnRewind: run.OnRewind,
-		Pid: run.Pid, Started: run.Started, State: run.state, ExitCode: run.exitCode}
+		Pid: run.pid, Started: run.started, State: run.state, ExitCode: run.exitCode}
 }
 
 // Wait blocks until the first process has exited (Exited) and returns its
@@ -345,7 +353,11 @@ func (run *Run) Signal(sig syscall.Signal) error {
 		return nil
 	default:
 	}
-	if err := syscall.Kill(run.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	pid := run.Pid()
+	if pid <= 1 {
+		return nil // not attached yet
+	}
+	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal run %s: %w", run.ID, err)
 	}
 	return nil

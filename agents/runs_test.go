@@ -46,11 +46,11 @@ func newTestRuns(t *testing.T, mode Mode) *Runs {
 				}
 			}
 		}
-		if r.dir != "" {
-			if err := syscall.Rmdir(r.dir); err != nil {
-				t.Errorf("cleanup: remove %s: %v", r.dir, err)
-			}
-			_ = syscall.Rmdir(filepath.Dir(r.dir)) // shared by stores: fails while another has runs
+		if err := r.Close(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if _, err := os.Stat(r.dir); r.dir != "" && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cleanup: %s left behind: %v", r.dir, err)
 		}
 	})
 	return r
@@ -59,8 +59,8 @@ func newTestRuns(t *testing.T, mode Mode) *Runs {
 // forceKill ends what a failed Cancel left, so no test leaks processes.
 func forceKill(run *Run) {
 	if run.dir == "" {
-		_ = syscall.Kill(-run.Pid, syscall.SIGKILL)
-		_ = syscall.Kill(-run.Pid, syscall.SIGCONT)
+		_ = syscall.Kill(-run.Pid(), syscall.SIGKILL)
+		_ = syscall.Kill(-run.Pid(), syscall.SIGCONT)
 		return
 	}
 	_ = cgWrite(run.dir, "cgroup.kill", "1")
@@ -133,7 +133,7 @@ func TestCancel(t *testing.T) {
 				if info := run.Info(); info.State != StateRunning || info.Pid == 0 || info.OnRewind != PolicyKill {
 					t.Fatalf("info after start: %+v", info)
 				}
-				pids := append(readPids(t, pidf, 2), run.Pid)
+				pids := append(readPids(t, pidf, 2), run.Pid())
 				const grace = 300 * time.Millisecond
 				start := time.Now()
 				if err := run.Cancel(grace); err != nil {
