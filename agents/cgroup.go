@@ -229,7 +229,12 @@ func groupMembers(pgid int) []procStat {
 }
 
 // groupWait polls until ok holds for the members of pgid, or the deadline.
+// pgid 0 (a run not attached yet) has no process: kernel threads show
+// pgid 0 and must never be taken for it.
 func groupWait(pgid int, d time.Duration, what string, ok func([]procStat) bool) error {
+	if pgid <= 1 {
+		return nil
+	}
 	end := time.Now().Add(d)
 	for {
 		m := groupMembers(pgid)

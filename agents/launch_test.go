@@ -111,3 +111,28 @@ func TestCreateAttach(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelUnattached: a run created but never attached (its launcher
+// died before reporting a pid) cancels and goes away without signalling
+// anything: in the fallback its pid 0 must never become kill(0, …), which
+// would hit this process's own group.
+func TestCancelUnattached(t *testing.T) {
+	forModes(t, func(t *testing.T, r *Runs) {
+		run, err := r.Create(Spec{Label: "never launched"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Freeze(); err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Cancel(100 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if r.Get(run.ID) != nil || len(r.Active()) != 0 {
+			t.Error("the cancelled run is still there")
+		}
+	})
+}
