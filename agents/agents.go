@@ -1,13 +1,3 @@
-// Package agents keeps the runtime state agents publish beside the file
-// tree. An agent saves its state (a plan, a conversation cursor, whatever
-// it needs to resume) as a blob; the save is one OpAgentState record in the
-// same journal as the file operations, so it has a seq like everything
-// else. A generation records every agent's latest state with the tree root
-// at one seq, and a rewind brings both back together: the state of agent A
-// at seq X is the last save of A on X's active path at or before X.
-//
-// Not built yet: processes started with `reynfs run` and cancelling them
-// on rewind (DESIGN.md, ADR D4).
 package agents
 
 import (
