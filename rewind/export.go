@@ -27,6 +27,10 @@ type ExportOptions struct {
 	// (written underneath the mount): they, and everything below them,
 	// are neither overwritten nor removed (DESIGN invariant 14).
 	Keep PathSet
+	// KeepAttrs names directories whose mode, owner and xattrs changed
+	// underneath: they keep them (their times and entries are written).
+	// The root is "".
+	KeepAttrs PathSet
 	// Force names paths to write although Base says they are written: the
 	// paths an earlier write-back failed on.
 	Force PathSet
@@ -195,7 +199,13 @@ func (e *exporter) dir(d *os.File, rel string, n, base *tree.Node) {
 		}
 		e.entry(d, name, crel, c, b)
 	}
-	if !e.o.Keep.Has(rel) {
+	switch {
+	case e.o.Keep.Has(rel):
+	case e.o.KeepAttrs[rel]:
+		if err := fdTimes(int(d.Fd()), n); err != nil {
+			e.fail(rel, err)
+		}
+	default:
 		if err := e.fdAttrs(d, n); err != nil {
 			e.fail(rel, err)
 		}
@@ -415,6 +425,11 @@ func (e *exporter) fdAttrs(f *os.File, n *tree.Node) error {
 	if err := setXattrs(xattrAt{fd: fd}, n); err != nil {
 		return err
 	}
+	return fdTimes(fd, n)
+}
+
+// fdTimes sets n's atime and mtime on an open file or directory.
+func fdTimes(fd int, n *tree.Node) error {
 	ts := times(n)
 	// utimensat(fd, NULL, ...) is futimens: nanoseconds, on the descriptor.
 	if _, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0); errno != 0 {

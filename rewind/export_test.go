@@ -336,9 +336,9 @@ func TestUnderneath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	keep, paths, err := Underneath(m.store, top, base, next, nil)
-	if err != nil || len(keep) != 0 {
-		t.Fatalf("nothing changed underneath, got %v %v", paths, err)
+	k, err := Underneath(m.store, top, base, next, nil)
+	if err != nil || len(k.List) != 0 {
+		t.Fatalf("nothing changed underneath, got %v %v", k.List, err)
 	}
 	// A write-back that ran (a crash before its bookkeeping) put next's
 	// state there: the redo must not take it for someone's change. Then a
@@ -351,11 +351,11 @@ func TestUnderneath(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(out, "b"), "b-under\n")
 	writeFile(t, filepath.Join(out, "c"), "c\n")
-	keep, paths, err = Underneath(m.store, top, base, next, nil)
+	k, err = Underneath(m.store, top, base, next, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(paths, " ") != "b c" || !keep["b"] || !keep["c"] {
-		t.Errorf("kept %v, want b and c", paths)
+	if strings.Join(k.List, " ") != "b c" || !k.Paths["b"] || !k.Paths["c"] || len(k.Attrs) != 0 {
+		t.Errorf("kept %v (attributes of %v), want b and c", k.List, k.Attrs)
 	}
 }

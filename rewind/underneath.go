@@ -1,6 +1,7 @@
 package rewind
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,59 +13,110 @@ import (
 	"github.com/reynfs/reynfs/fs/tree"
 )
 
+// Kept is what the write-back must leave as it found it in the directory
+// (DESIGN invariant 14).
+type Kept struct {
+	// Paths changed underneath: they and everything below them are
+	// neither overwritten nor removed (ExportOptions.Keep).
+	Paths PathSet
+	// Attrs are directories whose own mode, owner or xattrs changed
+	// underneath: they keep those, and their entries are written as usual
+	// (ExportOptions.KeepAttrs). The root is "".
+	Attrs PathSet
+	// List names both, sorted, for the report ("." is the root).
+	List []string
+}
+
 // Underneath finds what changed in the directory top since reynfs last
 // wrote base there: writes by a process that was inside the directory
 // before the mount went over it, or made while it was unmounted. It
 // imports the directory against base (a stat check: only changed files
-// are read, their chunks stored) and returns the changed paths that the
-// export of t must keep (DESIGN invariant 14), sorted. A path whose
-// content already equals t's (a write-back that a crash interrupted had
-// put it there) is not a change to keep, nor is a directory whose
-// attributes alone changed (its entries are judged one by one). pin are
-// paths an earlier write-back failed on (see Importer.Pin).
-func Underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet) (PathSet, []string, error) {
+// are read, their chunks stored) and returns what the export of t must
+// keep, sorted. A path whose content already equals t's (a write-back
+// that a crash interrupted had put it there) is not a change to keep. A
+// directory is judged on its own attributes, its entries one by one: a
+// chmod, chown or xattr set on it underneath is kept in Attrs, so that a
+// write-back that writes inside it does not set the tree's attributes
+// back over it. pin are paths an earlier write-back failed on (see
+// Importer.Pin).
+func Underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet) (Kept, error) {
 	next := max(base.MaxIno(), t.MaxIno()) + 1
 	im := &Importer{Store: store, Base: base, Pin: pin, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
 	u, err := im.ImportAt(top)
 	if err != nil {
-		return nil, nil, err
+		return Kept{}, err
 	}
 	uroot, blobs, err := u.Root()
 	if err != nil {
-		return nil, nil, err
+		return Kept{}, err
 	}
 	broot, bblobs, err := base.Root()
 	if err != nil {
-		return nil, nil, err
+		return Kept{}, err
 	}
 	if uroot == broot {
-		return nil, nil, nil
+		return Kept{}, nil
 	}
 	changes, err := DiffRoots(NewOverlay(store, blobs, bblobs), broot, uroot)
 	if err != nil {
-		return nil, nil, fmt.Errorf("changes underneath: %w", err)
+		return Kept{}, fmt.Errorf("changes underneath: %w", err)
 	}
-	keep := PathSet{}
+	k := Kept{Paths: PathSet{}, Attrs: PathSet{}}
 	for _, c := range changes {
-		if c.Dir && c.Kind == Modified {
-			continue
-		}
 		un, _ := lookupPath(u, c.Path)
 		tn, _ := lookupPath(t, c.Path)
+		if c.Dir && c.Kind == Modified {
+			bn, _ := lookupPath(base, c.Path)
+			// Its mtime alone changes with its entries; a directory the
+			// mount removed goes with its entries, judged one by one.
+			if un != nil && tn != nil && bn != nil && tn.IsDir() && !sameDirAttrs(bn, un) && !sameDirAttrs(un, tn) {
+				k.Attrs[exportRel(c.Path)] = true
+				k.List = append(k.List, c.Path)
+			}
+			continue
+		}
 		if c.Kind == Removed && un == nil && tn == nil {
 			continue // gone from both
 		}
 		if un != nil && tn != nil && sameContent(u, un, t, tn) {
 			continue
 		}
-		keep[c.Path] = true
+		k.Paths[c.Path] = true
+		k.List = append(k.List, c.Path)
 	}
-	paths := make([]string, 0, len(keep))
-	for p := range keep {
-		paths = append(paths, p)
+	sort.Strings(k.List)
+	return k, nil
+}
+
+// exportRel turns a change's path into the export's ("." is "").
+func exportRel(p string) string {
+	if p == "." {
+		return ""
 	}
-	sort.Strings(paths)
-	return keep, paths, nil
+	return p
+}
+
+// sameDirAttrs reports whether two directories carry the same mode, owner
+// and xattrs: what a chmod, chown or setfattr on a directory changes.
+func sameDirAttrs(a, b *tree.Node) bool {
+	if a.Mode != b.Mode || a.Uid != b.Uid || a.Gid != b.Gid {
+		return false
+	}
+	an, bn := a.XattrNames(), b.XattrNames()
+	if len(an) != len(bn) {
+		return false
+	}
+	for i, name := range an {
+		if bn[i] != name {
+			return false
+		}
+		av, _ := a.Xattr(name)
+		bv, _ := b.Xattr(name)
+		if !bytes.Equal(av, bv) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameContent reports whether a (in tree at) and b (in tree bt) would
@@ -72,8 +124,9 @@ func Underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet) 
 // directory's entries are compared on their own).
 func sameContent(at *tree.Tree, a *tree.Node, bt *tree.Tree, b *tree.Node) bool {
 	if a.IsDir() && b.IsDir() {
-		// Its attributes are set last: a write-back a crash interrupted
-		// leaves them unset, and that is no one's change.
+		// A directory new in both: the write-back sets its attributes
+		// last, so one a crash interrupted leaves them unset, and that
+		// is no one's change.
 		return true
 	}
 	if a.Mode != b.Mode || a.Uid != b.Uid || a.Gid != b.Gid {
@@ -86,8 +139,6 @@ func sameContent(at *tree.Tree, a *tree.Node, bt *tree.Tree, b *tree.Node) bool 
 		ta, _ := a.Readlink()
 		tb, _ := b.Readlink()
 		return ta == tb
-	case a.IsDir():
-		return true
 	}
 	return a.Rdev == b.Rdev
 }

@@ -71,8 +71,16 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 	if err != nil {
 		return err
 	}
+	// A mount of the store is refused from mountinfo, without asking its
+	// daemon: one that is stopped or hung would keep fsck waiting.
+	if m, ok := daemon.MountOfStore(store); ok {
+		return fmt.Errorf("%w: fsck checks an unmounted store and %s is mounted at %s; run `reynfs unmount` first", journal.ErrLocked, store, m.Point)
+	}
 	if _, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 10*time.Second); !errors.Is(err, daemon.ErrNotRunning) {
-		return fmt.Errorf("%w: fsck checks an unmounted store and %s is mounted; run `reynfs unmount` first", journal.ErrLocked, store)
+		if ctx.Err() != nil {
+			return err // interrupted while asking: nothing is known
+		}
+		return fmt.Errorf("%w: fsck checks an unmounted store and %s is served by a daemon; run `reynfs unmount` first", journal.ErrLocked, store)
 	}
 	db := daemon.DBPath(store)
 	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: true, Damaged: true})

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The write-back at unmount and the import at mount run as root in a
@@ -338,6 +340,71 @@ func TestWritesUnderneathKept(t *testing.T) {
 	check("remounted")
 	if r := m.Run("log", "--store", m.Store); !strings.Contains(r.Stdout, "changes made while unmounted") {
 		t.Errorf("the changes underneath were not recorded as a generation:\n%s", r.Stdout)
+	}
+	m.Unmount()
+	check("unmounted again")
+}
+
+// TestWritesUnderneathKeptDirAttrs: a chmod, chown and xattr set underneath
+// the mount on a directory the mount writes inside are kept by the
+// write-back (not set back to the tree's), reported as kept, and recorded
+// by the next mount (issue 8 item 5, DESIGN invariant 14).
+func TestWritesUnderneathKeptDirAttrs(t *testing.T) {
+	requireFUSE(t)
+	proj := t.TempDir()
+	writeFile(t, filepath.Join(proj, "s", "f"), []byte("f1\n"), 0o644)
+	// A descriptor from before the mount reaches the directory underneath,
+	// as a process whose cwd was inside it does.
+	under, err := os.Open(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { under.Close() })
+	m := mountProject(t, proj)
+	writeFile(t, filepath.Join(proj, "s", "f"), []byte("mount\n"), 0o644)
+	ufd := int(under.Fd())
+	if err := unix.Fchmodat(ufd, "s", 0o700, 0); err != nil {
+		t.Fatal(err)
+	}
+	chowned := unix.Fchownat(ufd, "s", 65534, 65534, unix.AT_SYMLINK_NOFOLLOW) == nil
+	sfd, err := unix.Openat(ufd, "s", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xerr := unix.Fsetxattr(sfd, "user.under", []byte("1"), 0)
+	unix.Close(sfd)
+	if !chowned || xerr != nil {
+		t.Logf("checking without chown (%v) or user xattrs (%v): not root, or not on this file system", !chowned, xerr)
+	}
+	r := m.Run("unmount", m.Dir, "--store", m.Store)
+	if isMounted(m.Dir) {
+		t.Fatalf("unmount: exit %d: %s; still mounted", r.Code, r.Stderr)
+	}
+	m.waitDaemonGone()
+	if !strings.Contains(r.Stderr+"\n", "\nreynfs: kept s\n") {
+		t.Errorf("unmount does not report s as kept on a line of its own: exit %d: %q", r.Code, r.Stderr)
+	}
+	check := func(when string) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(proj, "s"), &st); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if st.Mode&0o7777 != 0o700 || (chowned && st.Uid != 65534) {
+			t.Errorf("%s: s has mode %o owner %d, want the 0700 and 65534 set underneath", when, st.Mode&0o7777, st.Uid)
+		}
+		if _, err := unix.Lgetxattr(filepath.Join(proj, "s"), "user.under", nil); xerr == nil && err != nil {
+			t.Errorf("%s: the xattr set on s underneath is gone: %v", when, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(proj, "s", "f")); err != nil || string(b) != "mount\n" {
+			t.Errorf("%s: s/f = %q (%v), want the mount's write", when, b, err)
+		}
+	}
+	check("written back")
+	m.Mount()
+	check("remounted")
+	if r := m.Run("log", "--store", m.Store); !strings.Contains(r.Stdout, "changes made while unmounted") {
+		t.Errorf("the change underneath was not recorded as a generation:\n%s", r.Stdout)
 	}
 	m.Unmount()
 	check("unmounted again")

@@ -154,6 +154,13 @@ func (d *Daemon) handle(c net.Conn) {
 	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
 		return
 	}
+	if clientGone(c) {
+		// Queued while the daemon was stopped or busy, its client was
+		// interrupted (Ctrl-C, exit 130): carrying it out now would
+		// contradict what the client reported.
+		d.log.Warn().Str("op", req.Op).Msg("control socket: the client gave up before its request ran; not carried out")
+		return
+	}
 	var resp *Response
 	switch req.Op {
 	case "status":
@@ -189,6 +196,26 @@ func (d *Daemon) handle(c net.Conn) {
 		resp = Handle(d.svc, req)
 	}
 	_ = json.NewEncoder(c).Encode(resp)
+}
+
+// clientGone reports whether the peer of c closed its end: a client keeps
+// it open until it has the answer, so a closed end means it gave up.
+func clientGone(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	gone := false
+	_ = rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		gone = n == 0 && err == nil
+	})
+	return gone
 }
 
 func validKind(k string) bool {

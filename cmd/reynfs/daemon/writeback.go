@@ -17,10 +17,11 @@ package daemon
 // it set and the next mount redoes the write-back. A write-back first
 // looks for changes made in the directory behind reynfs's back (a process
 // that was inside it before the mount, or anyone while unmounted) and
-// keeps them: they are not overwritten or removed, and since dirbase
-// becomes the target, the next mount imports them as "changes made while
-// unmounted", a generation of their own, so they reach the store without
-// a second mechanism. The same check makes the redo after a crash safe:
+// keeps them: they are not overwritten or removed (a directory whose own
+// mode, owner or xattrs changed keeps those while its entries are
+// written), and since dirbase becomes the target, the next mount imports
+// them as "changes made while unmounted", a generation of their own, so
+// they reach the store without a second mechanism. The same check makes the redo after a crash safe:
 // what the interrupted write-back already put there equals the target and
 // is not reported.
 
@@ -205,17 +206,17 @@ func (d *Daemon) writeback(t *tree.Tree, root cas.Hash) error {
 	if err := d.j.SetMeta(metaWriteback, []byte(root.String())); err != nil {
 		return err
 	}
-	keep, kept, err := rewind.Underneath(d.j.Objects(), d.dirf, base, t, pins)
+	kept, err := rewind.Underneath(d.j.Objects(), d.dirf, base, t, pins)
 	if err != nil {
 		// Without knowing what changed underneath nothing may be
 		// overwritten: stop here; the next mount redoes the write-back.
 		return fmt.Errorf("write back %s: look for changes underneath: %w", d.cfg.Dir, err)
 	}
-	werr := &WritebackError{Dir: d.cfg.Dir, Kept: kept}
-	for _, p := range kept {
+	werr := &WritebackError{Dir: d.cfg.Dir, Kept: kept.List}
+	for _, p := range kept.List {
 		d.log.Warn().Str("path", p).Msg("write-back: changed underneath the mount; kept, not overwritten")
 	}
-	err = rewind.ExportAt(t, d.dirf, rewind.ExportOptions{Base: base, Keep: keep, Force: pins})
+	err = rewind.ExportAt(t, d.dirf, rewind.ExportOptions{Base: base, Keep: kept.Paths, KeepAttrs: kept.Attrs, Force: pins})
 	if ee, ok := errors.AsType[*rewind.ExportError](err); ok {
 		werr.Failed = ee.Failures
 	} else if err != nil {
