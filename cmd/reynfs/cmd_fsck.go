@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
@@ -71,7 +72,7 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 10*time.Second); !errors.Is(err, daemon.ErrNotRunning) {
+	if err := daemon.Call(ctx, store, api.StatusParams{}, nil, 10*time.Second); !errors.Is(err, daemon.ErrNotRunning) {
 		return fmt.Errorf("%w: fsck checks an unmounted store and %s is mounted; run `reynfs unmount` first", journal.ErrLocked, store)
 	}
 	db := daemon.DBPath(store)
