@@ -123,6 +123,20 @@ func (d *Daemon) handle(c net.Conn) {
 			return // the store is closed: nothing left to answer with
 		default:
 		}
+		if req.Method == (api.SubscribeParams{}).Method() {
+			// The connection becomes the event stream (subscribe.go).
+			p, err := params[api.SubscribeParams](req.Params)
+			resp := dispatch(d.svc, d, &req)
+			if err != nil || resp.Error != nil || len(req.ID) == 0 {
+				_ = enc.Encode(resp)
+				return
+			}
+			if err := enc.Encode(resp); err != nil {
+				return
+			}
+			d.subscribe(c, enc, p)
+			return
+		}
 		resp := dispatch(d.svc, d, &req)
 		if len(req.ID) == 0 {
 			continue // a notification: no answer

@@ -102,6 +102,16 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 			r.SetHead(h) // the store is closed once unmounted
 		}
 		return r, d.Unmount()
+	case api.SubscribeParams{}.Method():
+		// The stream itself is the connection's (control.go): here only
+		// the checks and the reply.
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		if _, err := params[api.SubscribeParams](raw); err != nil {
+			return nil, err
+		}
+		return &api.SubscribeResult{}, nil
 	case api.StoreStatusParams{}.Method():
 		p, err := params[api.StoreStatusParams](raw)
 		if err != nil {
