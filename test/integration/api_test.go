@@ -90,3 +90,15 @@ func TestAPIOtherUserDenied(t *testing.T) {
 	}
 	m.Unmount()
 }
+
+// TestAPISchemaCommand: 'reynfs api schema' prints the checked-in schema.
+func TestAPISchemaCommand(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("..", "..", "docs", "api.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runReynfs(testEnv(t), "api", "schema")
+	if r.Code != 0 || r.Stdout != string(want) {
+		t.Fatalf("reynfs api schema: exit %d, %d bytes (stderr %q); want docs/api.schema.json (%d bytes)", r.Code, len(r.Stdout), r.Stderr, len(want))
+	}
+}
