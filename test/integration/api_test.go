@@ -4,12 +4,16 @@ package integration
 // docs show, run against a real mount, and refused to another user.
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reynfs/reynfs/agents/api"
 )
 
 // apiPythonClient is the Python client in docs/api.md, so the docs show
@@ -100,5 +104,66 @@ func TestAPISchemaCommand(t *testing.T) {
 	r := runReynfs(testEnv(t), "api", "schema")
 	if r.Code != 0 || r.Stdout != string(want) {
 		t.Fatalf("reynfs api schema: exit %d, %d bytes (stderr %q); want docs/api.schema.json (%d bytes)", r.Code, len(r.Stdout), r.Stderr, len(want))
+	}
+}
+
+// TestAPIKeptConnection: one connection carries many calls (the Go
+// client), and a connection kept open, idle or subscribed, neither holds
+// up an unmount nor outlives it.
+func TestAPIKeptConnection(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("a"), 0o644)
+	m := mountProject(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := api.Dial(ctx, socketOf(t, m.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, err := c.Hello(ctx, "integration test")
+	if err != nil || h.Version != api.Version || !h.Mounted || h.Head == nil {
+		t.Fatalf("hello: %+v, %v", h, err)
+	}
+	var last *api.Head
+	for i := 0; i < 3; i++ {
+		g, err := c.Checkpoint(ctx, api.CheckpointParams{Label: fmt.Sprintf("kept %d", i)})
+		if err != nil || g.Generation == nil || g.Head == nil || g.Head.Gen != g.Generation.ID || g.Head.Seq < g.Generation.Seq {
+			t.Fatalf("checkpoint %d over a kept connection: %+v, %v", i, g, err)
+		}
+		last = g.Head
+	}
+	if _, err := c.Rewind(ctx, api.RewindParams{Target: "nope"}); api.KindOf(err) != api.KindBadTarget {
+		t.Fatalf("rewind to nope: %v; want kind bad_target", err)
+	}
+	s, err := api.Dial(ctx, socketOf(t, m.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sub, err := s.Subscribe(ctx, api.SubscribeParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := sub.Next(ctx); err != nil || ev.Type != api.EventInit || ev.Head != *last {
+		t.Fatalf("first event %+v, %v; want init at %+v", ev, err, *last)
+	}
+	start := time.Now()
+	m.Unmount()
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("unmount with two kept connections took %s", d)
+	}
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			break // the stream ends with the daemon
+		}
+		if ev.Type == api.EventDropped {
+			t.Errorf("subscriber dropped on unmount: %+v", ev)
+		}
+	}
+	if err := c.Do(ctx, api.StatusParams{}, nil); err == nil {
+		t.Errorf("status on the kept connection after unmount: answered")
 	}
 }
