@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
@@ -76,7 +77,7 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 	if m, ok := daemon.MountOfStore(store); ok {
 		return fmt.Errorf("%w: fsck checks an unmounted store and %s is mounted at %s; run `reynfs unmount` first", journal.ErrLocked, store, m.Point)
 	}
-	if _, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 10*time.Second); !errors.Is(err, daemon.ErrNotRunning) {
+	if err := daemon.Call(ctx, store, api.StatusParams{}, nil, 10*time.Second); !errors.Is(err, daemon.ErrNotRunning) {
 		if ctx.Err() != nil {
 			return err // interrupted while asking: nothing is known
 		}

@@ -11,20 +11,6 @@ import (
 	"github.com/reynfs/reynfs/rewind"
 )
 
-// lookOnly reports whether a request only reads a store. On an unmounted
-// store such a request opens it read-only and never writes a byte of it
-// (a damaged store stays as it was, for fsck and salvage); mount, rewind,
-// gc and agent save open it writable.
-func lookOnly(req daemon.Request) bool {
-	switch req.Op {
-	case "log", "diff", "show", "export", "store-status", "agent-list", "agent-show":
-		return true
-	case "rewind":
-		return req.Dry // a dry run only reads
-	}
-	return false
-}
-
 // openOffline opens the store of an unmounted workspace: read-only for a
 // look-only request, else writable (and re-indexes the generations a
 // crash left unindexed, which a read-only open cannot do).
