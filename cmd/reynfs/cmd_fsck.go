@@ -84,6 +84,9 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 		return fmt.Errorf("%w: fsck checks an unmounted store and %s is served by a daemon; run `reynfs unmount` first", journal.ErrLocked, store)
 	}
 	db := daemon.DBPath(store)
+	if err := checkStoreExists(dir, store); err != nil {
+		return err
+	}
 	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: true, Damaged: true})
 	if err != nil {
 		return err

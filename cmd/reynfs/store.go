@@ -17,12 +17,22 @@ import (
 // A store folder with neither a Badger directory nor a manifest is not a
 // store (usage error); one with a manifest alone lost its history, which
 // journal.Open reports.
-func openOffline(dir, store string, readOnly bool) (*journal.Journal, error) {
+// checkStoreExists refuses, as bad input, a store folder with neither a Badger
+// directory nor a manifest: nothing was ever stored there.
+func checkStoreExists(dir, store string) error {
 	db := daemon.DBPath(store)
 	if _, err := os.Stat(db); err != nil {
 		if _, merr := os.Lstat(journal.ManifestPath(db)); merr != nil {
-			return nil, fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
+			return fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
 		}
+	}
+	return nil
+}
+
+func openOffline(dir, store string, readOnly bool) (*journal.Journal, error) {
+	db := daemon.DBPath(store)
+	if err := checkStoreExists(dir, store); err != nil {
+		return nil, err
 	}
 	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: readOnly})
 	if err != nil {
