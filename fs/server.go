@@ -50,7 +50,8 @@ type FS struct {
 
 	storeDir   string
 	mountpoint string
-	conn       uint64 // the kernel's FUSE connection (fusectl.go)
+	conn       uint64  // the kernel's FUSE connection (fusectl.go)
+	syncer     *syncer // runs WriteBack's syncfs (syncfs.go)
 	views      *views
 	viewName   string
 
