@@ -123,10 +123,24 @@ func (s *syncer) drop() {
 }
 
 // syncfs asks the helper for one syncfs and waits at most timeout for
-// its answer, starting a helper first if there is none.
+// its answer, starting a helper first if there is none. A helper found
+// dead (a broken pipe, EOF: killed by someone, or crashed) is replaced and
+// asked again once; one that is only slow is not, so the caller never
+// waits more than about twice timeout.
 func (s *syncer) syncfs(timeout time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	err := s.ask(timeout)
+	if errors.Is(err, errHelperGone) {
+		err = s.ask(timeout)
+	}
+	return err
+}
+
+var errHelperGone = errors.New("syncfs helper gone")
+
+// ask is one request of syncfs. s.mu is held.
+func (s *syncer) ask(timeout time.Duration) error {
 	if s.proc == nil {
 		if err := s.start(); err != nil {
 			return err
@@ -137,13 +151,19 @@ func (s *syncer) syncfs(timeout time.Duration) error {
 	_ = s.resp.SetReadDeadline(deadline)
 	if _, err := s.req.Write([]byte{'\n'}); err != nil {
 		s.drop()
+		if errors.Is(err, syscall.EPIPE) {
+			return fmt.Errorf("%w: %v", errHelperGone, err)
+		}
 		return fmt.Errorf("syncfs helper: %w", err)
 	}
 	line, err := s.rd.ReadString('\n')
 	if err != nil {
 		s.drop()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
 			return fmt.Errorf("syncfs of %s took over %v", s.point, timeout)
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("%w: %v", errHelperGone, err)
 		}
 		return fmt.Errorf("syncfs helper: %w", err)
 	}
