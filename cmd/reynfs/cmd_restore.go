@@ -62,13 +62,18 @@ func workspacePath(p string) (mount, rel string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	// The last component may not exist now (a deleted file): resolve
-	// symlinks in its directory only.
-	dir, base := filepath.Split(abs)
-	if r, err := filepath.EvalSymlinks(dir); err == nil {
-		abs = filepath.Join(r, base)
-	}
 	ms, _ := daemon.Mounts()
+	if _, ok := storeOfMount(ms, abs); !ok {
+		// Reached through a symlink from outside the workspace. (A path
+		// already inside a mount is taken as written: resolving it would
+		// stat through the mount, and wait on a stopped daemon.) The last
+		// component may not exist now (a deleted file): resolve symlinks
+		// in its directory only.
+		dir, base := filepath.Split(abs)
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			abs = filepath.Join(r, base)
+		}
+	}
 	for m := abs; ; m = filepath.Dir(m) {
 		for i := len(ms) - 1; i >= 0; i-- {
 			if ms[i].Point == m && ms[i].FsType == "fuse.reynfs" {

@@ -23,24 +23,38 @@ func findStore(o storeOptions, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %v", errUsage, path, err)
 	}
+	// The mount table first, by the path as written: resolving symlinks
+	// stats every component, and a component on a stopped or hung
+	// daemon's mount would keep the command waiting.
+	ms, _ := daemon.Mounts()
+	if store, ok := storeOfMount(ms, abs); ok {
+		return store, nil
+	}
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = r
 	}
-	ms, _ := daemon.Mounts()
-	for p := abs; ; p = filepath.Dir(p) {
-		for i := len(ms) - 1; i >= 0; i-- {
-			if ms[i].Point == p && ms[i].FsType == "fuse.reynfs" {
-				return ms[i].Source, nil
-			}
-		}
-		if p == "/" {
-			break
-		}
+	if store, ok := storeOfMount(ms, abs); ok {
+		return store, nil
 	}
 	if _, err := os.Stat(abs); err != nil {
 		return "", fmt.Errorf("%w: %s: no such directory", errUsage, path)
 	}
 	return daemon.DefaultStore(abs)
+}
+
+// storeOfMount returns the store of the innermost reynfs mount holding
+// path (the mount's source is its store).
+func storeOfMount(ms []daemon.Mount, path string) (string, bool) {
+	for p := path; ; p = filepath.Dir(p) {
+		for i := len(ms) - 1; i >= 0; i-- {
+			if ms[i].Point == p && ms[i].FsType == "fuse.reynfs" {
+				return ms[i].Source, true
+			}
+		}
+		if p == "/" {
+			return "", false
+		}
+	}
 }
 
 func absPath(p string) (string, error) {
