@@ -18,6 +18,7 @@ type handle struct {
 	ino       uint64
 	epoch     tree.Epoch
 	appending bool
+	rdwr      bool          // opened O_RDWR: may back a shared writable mapping (syncfs.go)
 	dir       []tree.Dirent // directory snapshot taken at opendir
 	parent    uint64
 }
@@ -25,9 +26,13 @@ type handle struct {
 func (h *handle) stale() bool { return h.epoch != h.f.live.Epoch() }
 
 func (f *FS) newHandle(ino uint64, flags uint32) uint64 {
-	h := &handle{f: f, ino: ino, epoch: f.live.Epoch(), appending: flags&syscall.O_APPEND != 0}
+	h := &handle{f: f, ino: ino, epoch: f.live.Epoch(), appending: flags&syscall.O_APPEND != 0,
+		rdwr: flags&syscall.O_ACCMODE == syscall.O_RDWR}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if h.rdwr {
+		f.rdwr++
+	}
 	f.nextFh++
 	f.handles[f.nextFh] = h
 	return f.nextFh
@@ -44,6 +49,9 @@ func (f *FS) dropHandle(fh uint64) *handle {
 	defer f.mu.Unlock()
 	h := f.handles[fh]
 	delete(f.handles, fh)
+	if h != nil && h.rdwr {
+		f.rdwr--
+	}
 	return h
 }
 

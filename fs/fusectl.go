@@ -161,8 +161,8 @@ func Abort(conn uint64) error {
 // fusectlSuperMagic is statfs's f_type of the fusectl file system.
 const fusectlSuperMagic = 0x65735543
 
-// watch finds the new mount's connection and starts its watchdog, which
-// lives until the mount is gone.
+// watch finds the new mount's connection and starts its watchdog and its
+// syncfs helper (syncfs.go), which live until the mount is gone.
 func (f *FS) watch() error {
 	cloexecAll()
 	conn, ok, err := ConnectionOf(f.mountpoint)
@@ -177,9 +177,18 @@ func (f *FS) watch() error {
 	if err != nil {
 		return err
 	}
+	f.syncer = newSyncer(f.mountpoint, conn)
+	f.syncer.mu.Lock()
+	err = f.syncer.start() // now, so that the first checkpoint does not pay for it
+	f.syncer.mu.Unlock()
+	if err != nil {
+		stop()
+		return err
+	}
 	go func() {
 		f.server.Wait()
 		stop()
+		f.syncer.stop()
 	}()
 	return nil
 }

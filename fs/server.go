@@ -50,12 +50,14 @@ type FS struct {
 
 	storeDir   string
 	mountpoint string
-	conn       uint64 // the kernel's FUSE connection (fusectl.go)
+	conn       uint64  // the kernel's FUSE connection (fusectl.go)
+	syncer     *syncer // runs WriteBack's syncfs (syncfs.go)
 	views      *views
 	viewName   string
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
+	rdwr    int // handles opened O_RDWR (syncfs.go)
 	nextFh  uint64
 	comms   map[uint32]string
 }

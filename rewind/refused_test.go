@@ -3,6 +3,7 @@ package rewind
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -72,9 +73,9 @@ func TestCutFailedCommitIsNotIndexed(t *testing.T) {
 	if err := w.j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var fail bool
+	var fail atomic.Bool // read by the committer goroutine
 	j, err := journal.Open(w.dir, journal.Options{Fault: func(op string) error {
-		if fail && op == "commit" {
+		if fail.Load() && op == "commit" {
 			return journal.ErrNoSpace
 		}
 		return nil
@@ -98,7 +99,7 @@ func TestCutFailedCommitIsNotIndexed(t *testing.T) {
 	if _, err := w.live.Create(modelCaller, tree.RootIno, "f", syscall.S_IFREG|0o644, 0); err != nil {
 		t.Fatal(err)
 	}
-	fail = true
+	fail.Store(true)
 	for _, label := range []string{"failed commit", "failed journal"} {
 		if g, err := w.rw.Cut(KindManual, label); err == nil {
 			t.Fatalf("cut (%s): generation seq %d, want an error", label, g.Seq)

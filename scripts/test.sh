@@ -182,6 +182,8 @@ if go vet ./... 2>&1 | sed 's/^/  /'; then end PASS; else end FAIL; fi
 #   - fs/tree/... must not depend on go-fuse, fs (the package), rewind, cmd/...
 #   - rewind/...  must not depend on fs (the package), cmd/..., go-fuse
 #   - fs          must not depend on cmd/...
+#   - agents/...  (agents/api is the public control API any program imports)
+#                 must not depend on cmd/..., fs (the package), go-fuse
 # "X" forbids X and everything below it; "=X" forbids exactly X.
 check_deps() {
 	local bad=0 pkg dep imp imports
@@ -220,6 +222,7 @@ check_deps() {
 	rule ./fs/tree/... "$FUSE" "=$MOD/fs" "$MOD/rewind" "$MOD/cmd"
 	rule ./rewind/... "=$MOD/fs" "$MOD/cmd" "$FUSE"
 	rule ./fs "$MOD/cmd"
+	rule ./agents/... "$MOD/cmd" "=$MOD/fs" "$FUSE"
 	return $bad
 }
 begin "dependency direction"

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents"
-	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/agents/api"
 )
 
 func newAgentCommand() *cobra.Command {
@@ -45,8 +45,8 @@ NAME' prints the state NAME had saved at X.
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
-			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "agent-save", Label: args[0], Data: data})
-			if err != nil {
+			var resp api.SeqResult
+			if err := call(cmd.Context(), o, dir, api.AgentSaveParams{Name: args[0], Data: data}, &resp); err != nil {
 				return err
 			}
 			fmt.Printf("saved %s (%d bytes) at seq %d\n", args[0], len(data), resp.Seq)
@@ -59,11 +59,11 @@ NAME' prints the state NAME had saved at X.
 		Short: "Print NAME's saved state (now, or at a past point)",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "agent-show", Label: args[0], Target: at})
-			if err != nil {
+			var resp api.AgentShowResult
+			if err := call(cmd.Context(), o, dir, api.AgentShowParams{Name: args[0], At: at}, &resp); err != nil {
 				return err
 			}
-			_, err = os.Stdout.Write(resp.Data)
+			_, err := os.Stdout.Write(resp.Data)
 			return err
 		},
 	}
@@ -75,8 +75,8 @@ NAME' prints the state NAME had saved at X.
 		Short: "List the agents with a saved state",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "agent-list", Target: listAt})
-			if err != nil {
+			var resp api.AgentListResult
+			if err := call(cmd.Context(), o, dir, api.AgentListParams{At: listAt}, &resp); err != nil {
 				return err
 			}
 			if asJSON {

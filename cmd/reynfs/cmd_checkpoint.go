@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
 
@@ -27,8 +28,8 @@ func newCheckpointCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := daemon.Call(cmd.Context(), store, daemon.Request{Op: "checkpoint", Label: label, Kind: kind}, time.Minute)
-			if err != nil {
+			var resp api.CheckpointResult
+			if err := daemon.Call(cmd.Context(), store, api.CheckpointParams{Label: label, Kind: kind}, &resp, time.Minute); err != nil {
 				return err
 			}
 			g := resp.Generation

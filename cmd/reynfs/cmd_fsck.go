@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
@@ -76,13 +77,16 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 	if m, ok := daemon.MountOfStore(store); ok {
 		return fmt.Errorf("%w: fsck checks an unmounted store and %s is mounted at %s; run `reynfs unmount` first", journal.ErrLocked, store, m.Point)
 	}
-	if _, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 10*time.Second); !errors.Is(err, daemon.ErrNotRunning) {
+	if err := daemon.Call(ctx, store, api.StatusParams{}, nil, 10*time.Second); !errors.Is(err, daemon.ErrNotRunning) {
 		if ctx.Err() != nil {
 			return err // interrupted while asking: nothing is known
 		}
 		return fmt.Errorf("%w: fsck checks an unmounted store and %s is served by a daemon; run `reynfs unmount` first", journal.ErrLocked, store)
 	}
 	db := daemon.DBPath(store)
+	if err := checkStoreExists(dir, store); err != nil {
+		return err
+	}
 	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: true, Damaged: true})
 	if err != nil {
 		return err

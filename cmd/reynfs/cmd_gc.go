@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/agents/api"
 )
 
 func newGCCommand() *cobra.Command {
@@ -27,8 +27,8 @@ and the objects nothing retained names. Rewinds to dropped points are refused af
 			if keep < 1 {
 				return fmt.Errorf("%w: gc needs --keep N with N ≥ 1", errUsage)
 			}
-			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "gc", Keep: keep, Dry: dry})
-			if err != nil {
+			var resp api.GCResult
+			if err := call(cmd.Context(), o, dir, api.GCParams{Keep: keep, Dry: dry}, &resp); err != nil {
 				return err
 			}
 			r := resp.GC

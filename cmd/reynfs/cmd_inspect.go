@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/agents/api"
 )
 
 func newDiffCommand() *cobra.Command {
@@ -18,12 +18,12 @@ func newDiffCommand() *cobra.Command {
 		Long:  "A and B are seqs, generation ids (g3), -N or labels; B defaults to the live tree.\n\n" + exitCodeHelp,
 		Args:  usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := daemon.Request{Op: "diff", Target: args[0], Patch: patch}
+			p := api.DiffParams{Target: args[0], Patch: patch}
 			if len(args) == 2 {
-				req.Other = args[1]
+				p.Other = args[1]
 			}
-			resp, err := call(cmd.Context(), o, dir, req)
-			if err != nil {
+			var resp api.DiffResult
+			if err := call(cmd.Context(), o, dir, p, &resp); err != nil {
 				return err
 			}
 			if asJSON {
@@ -56,11 +56,12 @@ func newShowCommand() *cobra.Command {
 		Long:  "X is a seq, a generation id (g3), -N or a label.\n\n" + exitCodeHelp,
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "show", Target: args[0]})
-			if err != nil {
+			var resp api.ShowResult
+			if err := call(cmd.Context(), o, dir, api.ShowParams{Target: args[0]}, &resp); err != nil {
 				return err
 			}
 			if asJSON {
+				resp.Head = nil // the record and generation, as before the API had heads
 				return printJSON(resp)
 			}
 			r := resp.Record
@@ -91,8 +92,8 @@ func newExportCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "export", Target: args[0], Dir: dest})
-			if err != nil {
+			var resp api.SeqResult
+			if err := call(cmd.Context(), o, dir, api.ExportParams{Target: args[0], Dir: dest}, &resp); err != nil {
 				return err
 			}
 			fmt.Printf("exported seq %d to %s\n", resp.Seq, dest)

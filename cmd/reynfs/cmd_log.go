@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
 
@@ -26,8 +27,8 @@ each; --all includes inactive branches (abandoned by rewinds) and lists them.
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "log", All: all, WAL: wal})
-			if err != nil {
+			var resp api.LogReply
+			if err := call(cmd.Context(), o, dir, api.LogParams{All: all, WAL: wal}, &resp); err != nil {
 				return err
 			}
 			if asJSON {

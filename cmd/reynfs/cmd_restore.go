@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
 
@@ -31,8 +32,8 @@ numbers; hard links inside a restored directory stay links.
 			if err != nil {
 				return err
 			}
-			resp, err := call(cmd.Context(), storeOptions{}, mount, daemon.Request{Op: "restore", Path: rel, Target: from})
-			if err != nil {
+			var resp api.RestoreResult
+			if err := call(cmd.Context(), storeOptions{}, mount, api.RestoreParams{Path: rel, Target: from}, &resp); err != nil {
 				return err
 			}
 			r := resp.Restore

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/rewind"
 )
 
@@ -27,8 +27,8 @@ On an unmounted store the store is rewound and the next mount shows the result.
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			resp, err := call(cmd.Context(), o, dir, daemon.Request{Op: "rewind", Target: args[0], Dry: dry})
-			if err != nil {
+			var resp api.RewindResult
+			if err := call(cmd.Context(), o, dir, api.RewindParams{Target: args[0], Dry: dry}, &resp); err != nil {
 				return err
 			}
 			if asJSON {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
 
@@ -44,13 +45,14 @@ func runStatus(ctx context.Context, o storeOptions, dir string, asJSON bool) err
 	if err != nil {
 		return err
 	}
-	resp, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 30*time.Second)
+	var resp api.StatusResult
+	err = daemon.Call(ctx, store, api.StatusParams{}, &resp, 30*time.Second)
 	if errors.Is(err, daemon.ErrNotRunning) {
 		if m, ok := daemon.MountOfStore(store); ok {
 			return daemon.Unanswered(m) // the store stays closed: the next mount recovers it
 		}
 		// Not mounted: describe the store, and still exit 5 (no daemon).
-		if resp, serr := call(ctx, storeOptions{store: store}, dir, daemon.Request{Op: "store-status", Dir: store}); serr == nil {
+		if serr := call(ctx, storeOptions{store: store}, dir, api.StoreStatusParams{Store: store}, &resp); serr == nil {
 			printStatus(resp.Status, asJSON)
 		} else if exitCode(serr) == exitStore {
 			return serr // a damaged store says so, not "not running"
@@ -64,7 +66,7 @@ func runStatus(ctx context.Context, o storeOptions, dir string, asJSON bool) err
 	return nil
 }
 
-func printStatus(s *daemon.Status, asJSON bool) {
+func printStatus(s *api.Status, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

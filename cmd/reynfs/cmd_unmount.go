@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
 
@@ -42,7 +43,8 @@ func runUnmount(ctx context.Context, o storeOptions, dir string) error {
 	if err != nil {
 		return err
 	}
-	st, err := daemon.Call(ctx, store, daemon.Request{Op: "status"}, 10*time.Second)
+	var st api.StatusResult
+	err = daemon.Call(ctx, store, api.StatusParams{}, &st, 10*time.Second)
 	// A socket that takes the call but never answers is a stopped or hung
 	// daemon: CleanStale asks the mount too, and aborts it if it hangs.
 	if errors.Is(err, daemon.ErrNotRunning) || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -60,7 +62,7 @@ func runUnmount(ctx context.Context, o storeOptions, dir string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := daemon.Call(ctx, store, daemon.Request{Op: "unmount"}, 0); err != nil {
+	if err := daemon.Call(ctx, store, api.UnmountParams{}, nil, 0); err != nil {
 		if _, still := daemon.MountOfStore(store); errors.Is(err, daemon.ErrNotRunning) && !still {
 			// The daemon finished and exited before its reply reached us.
 			return fmt.Errorf("unmounted %s, but the daemon exited without reporting how the write-back went; see %s",

@@ -11,32 +11,28 @@ import (
 	"github.com/reynfs/reynfs/rewind"
 )
 
-// lookOnly reports whether a request only reads a store. On an unmounted
-// store such a request opens it read-only and never writes a byte of it
-// (a damaged store stays as it was, for fsck and salvage); mount, rewind,
-// gc and agent save open it writable.
-func lookOnly(req daemon.Request) bool {
-	switch req.Op {
-	case "log", "diff", "show", "export", "store-status", "agent-list", "agent-show":
-		return true
-	case "rewind":
-		return req.Dry // a dry run only reads
-	}
-	return false
-}
-
 // openOffline opens the store of an unmounted workspace: read-only for a
 // look-only request, else writable (and re-indexes the generations a
 // crash left unindexed, which a read-only open cannot do).
 // A store folder with neither a Badger directory nor a manifest is not a
 // store (usage error); one with a manifest alone lost its history, which
 // journal.Open reports.
-func openOffline(dir, store string, readOnly bool) (*journal.Journal, error) {
+// checkStoreExists refuses, as bad input, a store folder with neither a Badger
+// directory nor a manifest: nothing was ever stored there.
+func checkStoreExists(dir, store string) error {
 	db := daemon.DBPath(store)
 	if _, err := os.Stat(db); err != nil {
 		if _, merr := os.Lstat(journal.ManifestPath(db)); merr != nil {
-			return nil, fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
+			return fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
 		}
+	}
+	return nil
+}
+
+func openOffline(dir, store string, readOnly bool) (*journal.Journal, error) {
+	db := daemon.DBPath(store)
+	if err := checkStoreExists(dir, store); err != nil {
+		return nil, err
 	}
 	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: readOnly})
 	if err != nil {

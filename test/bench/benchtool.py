@@ -96,9 +96,10 @@ def socket_path(store):
 
 
 def call(store, op, label=None):
-    req = {"op": op}
+    # the control API (docs/api.md): JSON-RPC 2.0, one object per line
+    req = {"jsonrpc": "2.0", "id": 1, "method": op, "params": {}}
     if label:
-        req["label"] = label
+        req["params"]["label"] = label
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     t0 = time.perf_counter()
     s.connect(socket_path(store))
@@ -113,9 +114,9 @@ def call(store, op, label=None):
     s.close()
     resp = json.loads(buf)
     if resp.get("error"):
-        print("daemon: %s" % resp["error"], file=sys.stderr)
+        print("daemon: %s" % resp["error"]["message"], file=sys.stderr)
         sys.exit(1)
-    print("%.6f %s" % (took, json.dumps(resp, separators=(",", ":"))))
+    print("%.6f %s" % (took, json.dumps(resp["result"], separators=(",", ":"))))
 
 
 # --- report ----------------------------------------------------------------------------------

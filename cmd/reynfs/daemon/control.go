@@ -6,85 +6,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/reynfs/reynfs/agents"
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/rewind"
 )
 
-// Request is one control-socket request: a JSON line.
-type Request struct {
-	Op     string `json:"op"` // status unmount checkpoint log diff show export rewind
-	Label  string `json:"label,omitempty"`
-	Kind   string `json:"kind,omitempty"`
-	Target string `json:"target,omitempty"`
-	Other  string `json:"other,omitempty"` // diff: the second state
-	Dir    string `json:"dir,omitempty"`   // export: destination
-	Path   string `json:"path,omitempty"`  // restore: path below the workspace root
-	Dry    bool   `json:"dry,omitempty"`
-	All    bool   `json:"all,omitempty"`
-	WAL    bool   `json:"wal,omitempty"`
-	Patch  bool   `json:"patch,omitempty"` // diff: unified diff of the files
-	Data   []byte `json:"data,omitempty"`  // agent-save: the state
-	Keep   int    `json:"keep,omitempty"`  // gc: generations to keep
-}
-
-// Response is the JSON line answering a Request.
-type Response struct {
-	Error      string                `json:"error,omitempty"`
-	Code       int                   `json:"code,omitempty"` // the error's class, see ErrorOf
-	Status     *Status               `json:"status,omitempty"`
-	Generation *Gen                  `json:"generation,omitempty"`
-	Log        *LogResult            `json:"log,omitempty"`
-	Changes    []rewind.Change       `json:"changes,omitempty"`
-	Patch      string                `json:"patch,omitempty"`
-	Agents     []AgentState          `json:"agents,omitempty"`
-	GC         *rewind.RetainResult  `json:"gc,omitempty"`
-	Data       []byte                `json:"data,omitempty"`
-	Rewind     *rewind.Result        `json:"rewind,omitempty"`
-	Restore    *rewind.RestoreResult `json:"restore,omitempty"`
-	Record     *RecordLine           `json:"record,omitempty"`
-	Gen        *LogEntry             `json:"gen,omitempty"`
-	Seq        uint64                `json:"seq,omitempty"`
-}
+// The control socket speaks the protocol of agents/api (docs/api.md):
+// JSON-RPC 2.0, one object per line, many calls per connection. This file
+// holds the socket and the client side; dispatch.go turns a request into
+// a call of the Service or the Daemon.
 
 // Status describes a running daemon.
-type Status struct {
-	Mounted     bool   `json:"mounted"`
-	Dir         string `json:"dir"`
-	Mountpoint  string `json:"mountpoint"`
-	Store       string `json:"store"`
-	Pid         int    `json:"pid"`
-	HeadSeq     uint64 `json:"head_seq"`
-	Records     uint64 `json:"records"`
-	Objects     int64  `json:"objects"`
-	ObjectBytes int64  `json:"object_bytes"`
-	StoreBytes  int64  `json:"store_bytes"`
-	Inodes      int    `json:"inodes"`
-	Buffered    int    `json:"buffered_bytes"`
-	Uptime      string `json:"uptime"`
-	// ViewsName is the name of the history views in the mount root
-	// (mount --views-name, remembered in the store).
-	ViewsName string `json:"views_name"`
-	// PrivateHistory: only the mount's owner and root may browse the
-	// views (mount --private-history, remembered in the store).
-	PrivateHistory bool `json:"private_history"`
-}
+type Status = api.Status
 
 // Gen describes a generation that was cut.
-type Gen struct {
-	ID    int           `json:"id"` // gN
-	Took  time.Duration `json:"took_ns"`
-	Seq   uint64        `json:"seq"`
-	Kind  string        `json:"kind"`
-	Label string        `json:"label"`
-	Root  string        `json:"root"`
-}
+type Gen = api.Gen
 
 // listen opens the control socket at path, 0600 in a private directory
 // whatever the umask (the directory keeps others out while the mode is
@@ -141,7 +81,9 @@ func (d *Daemon) serve(c net.Conn) {
 	}
 	if !trusted(cred.Uid, owner) {
 		d.log.Warn().Uint32("uid", cred.Uid).Int32("pid", cred.Pid).Msg("control socket: refused a caller who is neither the mount's owner nor root")
-		resp := &Response{Code: codeDenied, Error: fmt.Sprintf("control socket: uid %d is neither the mount's owner (uid %d) nor root: refused", cred.Uid, owner)}
+		resp := errorResponse(nil, &api.Error{Code: api.CodeServer,
+			Message: fmt.Sprintf("control socket: uid %d is neither the mount's owner (uid %d) nor root: refused", cred.Uid, owner),
+			Data:    api.ErrorData{Kind: api.KindPermissionDenied, Exit: api.KindPermissionDenied.Exit()}})
 		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 		_ = json.NewEncoder(c).Encode(resp)
 		return
@@ -149,53 +91,75 @@ func (d *Daemon) serve(c net.Conn) {
 	d.handle(c)
 }
 
+// handle answers the calls of one trusted connection, one at a time,
+// until the client closes it or the daemon finishes.
 func (d *Daemon) handle(c net.Conn) {
-	var req Request
-	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
-		return
+	// The daemon finishing wakes a connection idle in its read (a kept
+	// connection must not hold up the exit); a reply being written still
+	// goes out.
+	idle := make(chan struct{})
+	defer close(idle)
+	go func() {
+		select {
+		case <-d.done:
+			_ = c.SetReadDeadline(time.Unix(1, 0))
+		case <-idle:
+		}
+	}()
+	dec := json.NewDecoder(bufio.NewReader(c))
+	enc := json.NewEncoder(c)
+	for {
+		var req api.Request
+		if err := dec.Decode(&req); err != nil {
+			var syn *json.SyntaxError
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &syn) || errors.As(err, &typ) {
+				_ = enc.Encode(errorResponse(nil, &api.Error{Code: api.CodeParse, Message: fmt.Sprintf("control socket: parse request: %v", err),
+					Data: api.ErrorData{Kind: api.KindBadInput, Exit: api.KindBadInput.Exit()}}))
+			}
+			return
+		}
+		select {
+		case <-d.done:
+			return // the store is closed: nothing left to answer with
+		default:
+		}
+		if len(req.ID) != 0 && clientGone(c) {
+			// Queued while the daemon was stopped or busy, its client was
+			// interrupted (Ctrl-C, exit 130): carrying it out now would
+			// contradict what the client reported.
+			d.log.Warn().Str("method", req.Method).Msg("control socket: the client gave up before its request ran; not carried out")
+			return
+		}
+		if req.Method == (api.SubscribeParams{}).Method() {
+			// The connection becomes the event stream (subscribe.go).
+			p, err := params[api.SubscribeParams](req.Params)
+			resp := dispatch(d.svc, d, &req)
+			if err != nil || resp.Error != nil || len(req.ID) == 0 {
+				_ = enc.Encode(resp)
+				return
+			}
+			if err := enc.Encode(resp); err != nil {
+				return
+			}
+			d.subscribe(c, enc, p)
+			return
+		}
+		resp := dispatch(d.svc, d, &req)
+		if len(req.ID) == 0 {
+			continue // a notification: no answer
+		}
+		if err := enc.Encode(resp); err != nil {
+			return
+		}
 	}
-	if clientGone(c) {
-		// Queued while the daemon was stopped or busy, its client was
-		// interrupted (Ctrl-C, exit 130): carrying it out now would
-		// contradict what the client reported.
-		d.log.Warn().Str("op", req.Op).Msg("control socket: the client gave up before its request ran; not carried out")
-		return
+}
+
+func errorResponse(id json.RawMessage, e *api.Error) *api.Response {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
 	}
-	var resp *Response
-	switch req.Op {
-	case "status":
-		resp = &Response{}
-		st, err := d.Status()
-		resp.Status = st
-		setErr(resp, err)
-	case "checkpoint":
-		resp = &Response{}
-		kind := req.Kind
-		if kind == "" {
-			kind = rewind.KindManual
-		}
-		if !validKind(kind) {
-			setErr(resp, fmt.Errorf("%w: --kind %q: want turn, plan-step, phase or manual", ErrUsage, kind))
-			break
-		}
-		start := time.Now()
-		g, err := d.svc.RW.Cut(kind, req.Label)
-		took := time.Since(start)
-		var id int
-		if err == nil {
-			id, err = rewind.GenerationID(d.j, g.Seq)
-		}
-		if err == nil {
-			resp.Generation = &Gen{ID: id, Took: took, Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}
-		}
-		setErr(resp, err)
-	case "unmount":
-		resp = &Response{}
-		setErr(resp, d.Unmount())
-	default:
-		resp = Handle(d.svc, req)
-	}
-	_ = json.NewEncoder(c).Encode(resp)
+	return &api.Response{JSONRPC: api.JSONRPC, ID: id, Error: e}
 }
 
 // clientGone reports whether the peer of c closed its end: a client keeps
@@ -226,88 +190,6 @@ func validKind(k string) bool {
 	return false
 }
 
-// Handle answers the requests a Service serves (mounted or not).
-func Handle(s *Service, req Request) *Response {
-	resp := &Response{}
-	var err error
-	switch req.Op {
-	case "log":
-		resp.Log, err = s.Log(req.All, req.WAL)
-	case "diff":
-		resp.Changes, resp.Patch, err = s.Diff(req.Target, req.Other, req.Patch)
-	case "show":
-		resp.Record, resp.Gen, err = s.Show(req.Target)
-	case "export":
-		resp.Seq, err = s.Export(req.Target, req.Dir)
-	case "rewind":
-		resp.Rewind, err = s.Rewind(req.Target, req.Dry)
-	case "store-status":
-		if s.Live != nil {
-			err = fmt.Errorf("%w: store-status is for an unmounted store", ErrUsage)
-			break
-		}
-		resp.Status, err = s.StoreStatus(req.Dir)
-	case "gc":
-		resp.GC, err = s.GC(req.Keep, req.Dry)
-	case "agent-save":
-		resp.Seq, err = s.AgentSave(req.Label, req.Data)
-	case "agent-list":
-		resp.Agents, resp.Seq, err = s.AgentStates(req.Target)
-	case "agent-show":
-		resp.Data, err = s.AgentShow(req.Label, req.Target)
-	case "restore":
-		resp.Restore, err = s.Restore(req.Path, req.Target)
-	default:
-		err = fmt.Errorf("%w: unknown request %q", ErrUsage, req.Op)
-	}
-	setErr(resp, err)
-	return resp
-}
-
-func setErr(r *Response, err error) {
-	if err != nil {
-		r.Error = err.Error()
-		r.Code = codeOf(err)
-	}
-}
-
-// Error classes carried over the socket, so the CLI exits as it would
-// have for the same error in-process.
-const (
-	codeFailure = iota + 1
-	codeUsage
-	codeTarget
-	codeDenied
-)
-
-func codeOf(err error) int {
-	switch {
-	case errors.Is(err, ErrUsage), errors.Is(err, agents.ErrName), errors.Is(err, agents.ErrTooBig):
-		return codeUsage
-	case errors.Is(err, rewind.ErrTarget):
-		return codeTarget
-	case errors.Is(err, ErrDenied):
-		return codeDenied
-	}
-	return codeFailure
-}
-
-// ErrorOf rebuilds an error answered over the socket with its class.
-func ErrorOf(r *Response) error {
-	if r.Error == "" {
-		return nil
-	}
-	switch r.Code {
-	case codeUsage:
-		return fmt.Errorf("%w: %s", ErrUsage, strings.TrimPrefix(r.Error, "usage: "))
-	case codeTarget:
-		return fmt.Errorf("%w: %s", rewind.ErrTarget, strings.TrimPrefix(r.Error, "bad target: "))
-	case codeDenied:
-		return fmt.Errorf("%w: %s", ErrDenied, r.Error)
-	}
-	return errors.New(r.Error)
-}
-
 // Status reports the daemon's state.
 func (d *Daemon) Status() (*Status, error) {
 	objs, bytes, err := d.j.Objects().Stats()
@@ -331,70 +213,40 @@ func (d *Daemon) Status() (*Status, error) {
 // ErrNotRunning: no daemon answers on the store's control socket.
 var ErrNotRunning = errors.New("no reynfs daemon is serving this store")
 
-// Call sends one request to the daemon of store and returns its answer. It
-// gives up when ctx ends (Ctrl-C) or after timeout (0: no limit). It talks
-// only to a daemon run by this user or root: a socket in a directory
-// someone else made, or served by someone else, is refused, so a server
-// planted by another user cannot answer in the daemon's place.
-func Call(ctx context.Context, store string, req Request, timeout time.Duration) (*Response, error) {
+// Call makes one call to the daemon of store and decodes its result into
+// res. It gives up when ctx ends (Ctrl-C) or after timeout (0: no limit).
+// It talks only to a daemon run by this user or root: a socket in a
+// directory someone else made, or served by someone else, is refused, so
+// a server planted by another user cannot answer in the daemon's place.
+// An error the daemon answered comes back as ErrorOf makes it.
+func Call(ctx context.Context, store string, p api.Params, res any, timeout time.Duration) error {
 	paths := socketPaths(store)
 	path := paths[0]
 	for _, p := range paths {
 		if err := checkSocketDir(p); err != nil {
-			return nil, fmt.Errorf("control socket %s: %w", p, err)
+			return fmt.Errorf("control socket %s: %w", p, err)
 		}
 		if _, err := os.Lstat(p); err == nil {
 			path = p
 			break
 		}
 	}
-	dialer := net.Dialer{Timeout: 5 * time.Second}
-	nc, err := dialer.DialContext(ctx, "unix", path)
-	switch {
-	case ctx.Err() != nil:
-		if nc != nil {
-			nc.Close()
-		}
-		return nil, fmt.Errorf("control socket: %w", context.Cause(ctx))
-	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return nil, fmt.Errorf("%w: control socket %s: the daemon belongs to another user", ErrDenied, path)
-	case err != nil:
-		return nil, fmt.Errorf("%w (%s)", ErrNotRunning, store)
+	c, err := api.Dial(ctx, path)
+	if errors.Is(err, api.ErrNoServer) {
+		return fmt.Errorf("%w (%s)", ErrNotRunning, store)
 	}
-	c := nc.(*net.UnixConn)
-	defer c.Close()
-	cred, err := peerCred(c)
 	if err != nil {
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
+		return err
 	}
-	if me := uint32(os.Geteuid()); !trusted(cred.Uid, me) {
-		return nil, fmt.Errorf("%w: control socket %s is served by uid %d (pid %d), not by you (uid %d) or root: refusing", ErrDenied, path, cred.Uid, cred.Pid, me)
-	}
+	defer c.Close()
 	if timeout > 0 {
 		_ = c.SetDeadline(time.Now().Add(timeout))
 	}
-	// Ctrl-C: a deadline in the past wakes the read or write below.
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	var resp Response
-	// A daemon that refuses us answers at once and closes, maybe before
-	// the request is written: its answer is still there to read.
-	werr := json.NewEncoder(c).Encode(&req)
-	err = json.NewDecoder(c).Decode(&resp)
-	if err != nil && werr != nil {
-		err = werr
+	err = c.Do(ctx, p, res)
+	if errors.Is(err, api.ErrClosed) {
+		// Closed without an answer: the daemon died while we waited
+		// (a connection it had queued but never accepted).
+		return fmt.Errorf("%w (%s): the daemon closed the connection without answering", ErrNotRunning, store)
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("control socket: %w", context.Cause(ctx))
-		}
-		if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-			errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			// Closed without an answer: the daemon died while we
-			// waited (a connection it had queued but never accepted).
-			return nil, fmt.Errorf("%w (%s): the daemon closed the connection without answering", ErrNotRunning, store)
-		}
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	return &resp, ErrorOf(&resp)
+	return ErrorOf(err)
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,7 +32,7 @@ import (
 
 // ErrDenied: the other end of the control socket, or a directory on the
 // way to it, belongs to someone it must not.
-var ErrDenied = errors.New("permission denied")
+var ErrDenied = api.ErrDenied
 
 // SocketPath is the control socket of a store's daemon: control.sock in the
 // store, or, where that path is too long for a unix socket address (108

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/reynfs/reynfs/agents/api"
 )
 
 func TestPrepareStore(t *testing.T) {
@@ -171,11 +173,11 @@ func TestCallHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(100*time.Millisecond, func() { cancel(cause) })
 	start := time.Now()
-	_, err = Call(ctx, store, Request{Op: "status"}, time.Minute)
+	err = Call(ctx, store, api.StatusParams{}, nil, time.Minute)
 	if !errors.Is(err, cause) || time.Since(start) > 5*time.Second {
 		t.Fatalf("Call cancelled after 100 ms: %v after %s; want the cause at once", err, time.Since(start))
 	}
-	if _, err := Call(context.Background(), filepath.Join(store, "none"), Request{Op: "status"}, time.Second); !errors.Is(err, ErrNotRunning) {
+	if err := Call(context.Background(), filepath.Join(store, "none"), api.StatusParams{}, nil, time.Second); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Call without a daemon: %v; want ErrNotRunning", err)
 	}
 }

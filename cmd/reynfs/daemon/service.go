@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reynfs/reynfs/agents"
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs"
 	"github.com/reynfs/reynfs/fs/tree"
@@ -28,46 +29,14 @@ type Service struct {
 	Views string
 }
 
-// LogEntry is one generation of the timeline.
-type LogEntry struct {
-	ID       int            `json:"id"`
-	Seq      uint64         `json:"seq"`
-	Kind     string         `json:"kind"`
-	Label    string         `json:"label"`
-	Time     time.Time      `json:"time"`
-	Root     string         `json:"root"`
-	Active   bool           `json:"active"` // on the path of the current state
-	Changed  rewind.Summary `json:"changed"`
-	Parent   uint64         `json:"parent_seq"` // previous generation on its own path
-	Records  []RecordLine   `json:"records,omitempty"`
-	IsLatest bool           `json:"-"`
-}
-
-// RecordLine is one journal record for people.
-type RecordLine struct {
-	Seq  uint64    `json:"seq"`
-	Time time.Time `json:"time"`
-	Op   string    `json:"op"`
-	What string    `json:"what"`
-	Pid  uint32    `json:"pid,omitempty"`
-	Comm string    `json:"comm,omitempty"`
-}
-
-// Branch is an abandoned segment: records Seqs From..To left by the reset at Reset.
-type Branch struct {
-	Reset  uint64 `json:"reset_seq"`
-	Target uint64 `json:"target_seq"`
-	From   uint64 `json:"from_seq"`
-	To     uint64 `json:"to_seq"`
-	Active bool   `json:"active"`
-}
-
-// LogResult is the timeline, newest first.
-type LogResult struct {
-	Head     uint64     `json:"head_seq"`
-	Gens     []LogEntry `json:"generations"`
-	Branches []Branch   `json:"branches,omitempty"`
-}
+// The results' types are the control API's (agents/api).
+type (
+	LogEntry   = api.LogEntry
+	RecordLine = api.RecordLine
+	Branch     = api.Branch
+	LogResult  = api.LogResult
+	AgentState = api.AgentState
+)
 
 // Log lists the generations newest first; all includes those on inactive
 // branches, wal the records after each generation up to the next one.
@@ -318,12 +287,6 @@ func (s *Service) Show(target string) (*RecordLine, *LogEntry, error) {
 		}
 	}
 	return line, nil, nil
-}
-
-// AgentState is one agent's saved state.
-type AgentState struct {
-	Name  string   `json:"name"`
-	State cas.Hash `json:"state"`
 }
 
 // AgentSave publishes an agent's runtime state as one record.

@@ -1,0 +1,293 @@
+package api
+
+import (
+	"time"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+// The methods, each a Params type (what the caller sends) and a result
+// type (what comes back). docs/api.md shows an exchange for each.
+
+// HelloParams opens a connection: the version the client speaks.
+type HelloParams struct {
+	Version string `json:"version"`          // major.minor
+	Client  string `json:"client,omitempty"` // a name for the daemon's log
+}
+
+func (HelloParams) Method() string { return "hello" }
+func (HelloParams) readOnly() bool { return true }
+
+// HelloResult is the version both sides speak from now on.
+type HelloResult struct {
+	Reply
+	Version string `json:"version"`
+	Mounted bool   `json:"mounted"` // false: answered on an unmounted store
+}
+
+// StatusParams asks a running daemon how it is.
+type StatusParams struct{}
+
+func (StatusParams) Method() string { return "status" }
+func (StatusParams) readOnly() bool { return true }
+
+// StatusResult describes the daemon (or, from store_status, the store).
+type StatusResult struct {
+	Reply
+	Status *Status `json:"status"`
+}
+
+// StoreStatusParams describes an unmounted store.
+type StoreStatusParams struct {
+	Store string `json:"store"`
+}
+
+func (StoreStatusParams) Method() string { return "store_status" }
+func (StoreStatusParams) readOnly() bool { return true }
+
+// CheckpointParams cuts a generation of the mounted workspace.
+type CheckpointParams struct {
+	Label string `json:"label,omitempty"`
+	Kind  string `json:"kind,omitempty"` // turn, plan-step, phase or manual (the default)
+}
+
+func (CheckpointParams) Method() string { return "checkpoint" }
+
+// CheckpointResult is the generation cut.
+type CheckpointResult struct {
+	Reply
+	Generation *Gen `json:"generation"`
+}
+
+// UnmountParams stops the daemon and unmounts its workspace; the reply
+// comes once it is unmounted.
+type UnmountParams struct{}
+
+func (UnmountParams) Method() string { return "unmount" }
+
+// EmptyResult carries only the head.
+type EmptyResult struct{ Reply }
+
+// LogParams lists the timeline.
+type LogParams struct {
+	All bool `json:"all,omitempty"` // include abandoned branches
+	WAL bool `json:"wal,omitempty"` // include each generation's records
+}
+
+func (LogParams) Method() string { return "log" }
+func (LogParams) readOnly() bool { return true }
+
+// LogReply is the timeline.
+type LogReply struct {
+	Reply
+	Log *LogResult `json:"log"`
+}
+
+// DiffParams compares two states (Other "": the current one).
+type DiffParams struct {
+	Target string `json:"target"`
+	Other  string `json:"other,omitempty"`
+	Patch  bool   `json:"patch,omitempty"` // also a unified diff of the files
+}
+
+func (DiffParams) Method() string { return "diff" }
+func (DiffParams) readOnly() bool { return true }
+
+// DiffResult lists the changes.
+type DiffResult struct {
+	Reply
+	Changes []rewind.Change `json:"changes"`
+	Patch   string          `json:"patch,omitempty"`
+}
+
+// ShowParams describes one generation or record.
+type ShowParams struct {
+	Target string `json:"target"`
+}
+
+func (ShowParams) Method() string { return "show" }
+func (ShowParams) readOnly() bool { return true }
+
+// ShowResult is a record, and the generation when the target is one.
+type ShowResult struct {
+	Reply
+	Record *RecordLine `json:"record,omitempty"`
+	Gen    *LogEntry   `json:"gen,omitempty"`
+}
+
+// ExportParams writes a state's tree into a new directory.
+type ExportParams struct {
+	Target string `json:"target"`
+	Dir    string `json:"dir"`
+}
+
+func (ExportParams) Method() string { return "export" }
+func (ExportParams) readOnly() bool { return true }
+
+// SeqResult names the record a call made or read.
+type SeqResult struct {
+	Reply
+	Seq uint64 `json:"seq"`
+}
+
+// RewindParams brings the whole workspace back to a state.
+type RewindParams struct {
+	Target string `json:"target"`
+	Dry    bool   `json:"dry,omitempty"` // only say what would change
+}
+
+func (RewindParams) Method() string   { return "rewind" }
+func (p RewindParams) readOnly() bool { return p.Dry }
+
+// RewindResult says what the rewind did (or would do).
+type RewindResult struct {
+	Reply
+	Rewind *rewind.Result `json:"rewind"`
+}
+
+// RestoreParams brings one path back from a state.
+type RestoreParams struct {
+	Path   string `json:"path"` // below the workspace root
+	Target string `json:"target"`
+}
+
+func (RestoreParams) Method() string { return "restore" }
+
+// RestoreResult says what was restored.
+type RestoreResult struct {
+	Reply
+	Restore *rewind.RestoreResult `json:"restore"`
+}
+
+// GCParams drops history older than the Keep newest generations.
+type GCParams struct {
+	Keep int  `json:"keep"`
+	Dry  bool `json:"dry,omitempty"`
+}
+
+func (GCParams) Method() string { return "gc" }
+
+// GCResult says what was (or would be) dropped.
+type GCResult struct {
+	Reply
+	GC *rewind.RetainResult `json:"gc"`
+}
+
+// AgentSaveParams saves an agent's state as one record.
+type AgentSaveParams struct {
+	Name string `json:"name"`
+	Data []byte `json:"data"` // base64 in JSON
+}
+
+func (AgentSaveParams) Method() string { return "agent.save" }
+
+// AgentListParams lists the agents' states at a target ("" now).
+type AgentListParams struct {
+	At string `json:"at,omitempty"`
+}
+
+func (AgentListParams) Method() string { return "agent.list" }
+func (AgentListParams) readOnly() bool { return true }
+
+// AgentListResult is each agent's state and the seq it was read at.
+type AgentListResult struct {
+	Reply
+	Agents []AgentState `json:"agents"`
+	Seq    uint64       `json:"seq"`
+}
+
+// AgentShowParams reads one agent's saved state.
+type AgentShowParams struct {
+	Name string `json:"name"`
+	At   string `json:"at,omitempty"`
+}
+
+func (AgentShowParams) Method() string { return "agent.show" }
+func (AgentShowParams) readOnly() bool { return true }
+
+// AgentShowResult is the state as saved.
+type AgentShowResult struct {
+	Reply
+	Data []byte `json:"data"`
+}
+
+// Status describes a running daemon, or an unmounted store.
+type Status struct {
+	Mounted     bool   `json:"mounted"`
+	Dir         string `json:"dir"`
+	Mountpoint  string `json:"mountpoint"`
+	Store       string `json:"store"`
+	Pid         int    `json:"pid"`
+	HeadSeq     uint64 `json:"head_seq"`
+	Records     uint64 `json:"records"`
+	Objects     int64  `json:"objects"`
+	ObjectBytes int64  `json:"object_bytes"`
+	StoreBytes  int64  `json:"store_bytes"`
+	Inodes      int    `json:"inodes"`
+	Buffered    int    `json:"buffered_bytes"`
+	Uptime      string `json:"uptime"`
+	// ViewsName is the name of the history views in the mount root
+	// (mount --views-name, remembered in the store).
+	ViewsName string `json:"views_name"`
+	// PrivateHistory: only the mount's owner and root may browse the
+	// views (mount --private-history, remembered in the store).
+	PrivateHistory bool `json:"private_history"`
+}
+
+// Gen describes a generation that was cut.
+type Gen struct {
+	ID    int           `json:"id"` // gN
+	Took  time.Duration `json:"took_ns"`
+	Seq   uint64        `json:"seq"`
+	Kind  string        `json:"kind"`
+	Label string        `json:"label"`
+	Root  string        `json:"root"`
+}
+
+// LogEntry is one generation of the timeline.
+type LogEntry struct {
+	ID       int            `json:"id"`
+	Seq      uint64         `json:"seq"`
+	Kind     string         `json:"kind"`
+	Label    string         `json:"label"`
+	Time     time.Time      `json:"time"`
+	Root     string         `json:"root"`
+	Active   bool           `json:"active"` // on the path of the current state
+	Changed  rewind.Summary `json:"changed"`
+	Parent   uint64         `json:"parent_seq"` // previous generation on its own path
+	Records  []RecordLine   `json:"records,omitempty"`
+	IsLatest bool           `json:"-"`
+}
+
+// RecordLine is one journal record for people.
+type RecordLine struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Op   string    `json:"op"`
+	What string    `json:"what"`
+	Pid  uint32    `json:"pid,omitempty"`
+	Comm string    `json:"comm,omitempty"`
+}
+
+// Branch is an abandoned segment: records Seqs From..To left by the reset at Reset.
+type Branch struct {
+	Reset  uint64 `json:"reset_seq"`
+	Target uint64 `json:"target_seq"`
+	From   uint64 `json:"from_seq"`
+	To     uint64 `json:"to_seq"`
+	Active bool   `json:"active"`
+}
+
+// LogResult is the timeline, newest first.
+type LogResult struct {
+	Head     uint64     `json:"head_seq"`
+	Gens     []LogEntry `json:"generations"`
+	Branches []Branch   `json:"branches,omitempty"`
+}
+
+// AgentState is one agent's saved state.
+type AgentState struct {
+	Name  string   `json:"name"`
+	State cas.Hash `json:"state"`
+}

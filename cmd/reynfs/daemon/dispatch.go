@@ -1,0 +1,343 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reynfs/reynfs/agents"
+	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+// dispatch answers one request of the control API: the one place a method
+// name becomes a call, for the daemon (d set) and for the CLI on an
+// unmounted store (d nil, s on the store opened directly).
+func dispatch(s *Service, d *Daemon, req *api.Request) *api.Response {
+	id := req.ID
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	if req.JSONRPC != api.JSONRPC {
+		return errorResponse(id, &api.Error{Code: api.CodeInvalidRequest,
+			Message: fmt.Sprintf("control socket: request is not JSON-RPC %s (jsonrpc %q)", api.JSONRPC, req.JSONRPC),
+			Data:    api.ErrorData{Kind: api.KindBadInput, Exit: api.KindBadInput.Exit()}})
+	}
+	res, err := call(s, d, req.Method, req.Params)
+	var h *api.Head
+	if res != nil {
+		h = res.At() // unmount notes it before the store closes
+	}
+	if h == nil {
+		if hd, herr := headOf(s.J); herr == nil {
+			h = &hd
+			if res != nil {
+				res.SetHead(hd)
+			}
+		}
+	}
+	if err != nil {
+		e := toError(err)
+		e.Data.Head = h
+		return errorResponse(id, e)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return errorResponse(id, toError(fmt.Errorf("encode %s reply: %w", req.Method, err)))
+	}
+	return &api.Response{JSONRPC: api.JSONRPC, ID: id, Result: b}
+}
+
+// params decodes a request's parameters (none: the zero value).
+func params[P any](raw json.RawMessage) (P, error) {
+	var p P
+	if len(raw) == 0 || string(raw) == "null" {
+		return p, nil
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return p, fmt.Errorf("%w: params: %v", ErrUsage, err)
+	}
+	return p, nil
+}
+
+// errNeedsDaemon answers a method only a mounted workspace serves.
+func errNeedsDaemon(method string) error {
+	return fmt.Errorf("%w: %s needs the workspace mounted", ErrNotRunning, method)
+}
+
+func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result, error) {
+	switch method {
+	case api.HelloParams{}.Method():
+		p, err := params[api.HelloParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		v, err := api.Negotiate(p.Version)
+		return &api.HelloResult{Version: v, Mounted: d != nil}, err
+	case api.StatusParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		st, err := d.Status()
+		return &api.StatusResult{Status: st}, err
+	case api.CheckpointParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		p, err := params[api.CheckpointParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		return d.checkpoint(p)
+	case api.UnmountParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		r := &api.EmptyResult{}
+		if h, err := headOf(s.J); err == nil {
+			r.SetHead(h) // the store is closed once unmounted
+		}
+		return r, d.Unmount()
+	case api.SubscribeParams{}.Method():
+		// The stream itself is the connection's (control.go): here only
+		// the checks and the reply.
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		if _, err := params[api.SubscribeParams](raw); err != nil {
+			return nil, err
+		}
+		return &api.SubscribeResult{}, nil
+	case api.StoreStatusParams{}.Method():
+		p, err := params[api.StoreStatusParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		if s.Live != nil {
+			return nil, fmt.Errorf("%w: store-status is for an unmounted store", ErrUsage)
+		}
+		st, err := s.StoreStatus(p.Store)
+		return &api.StatusResult{Status: st}, err
+	case api.LogParams{}.Method():
+		p, err := params[api.LogParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		l, err := s.Log(p.All, p.WAL)
+		return &api.LogReply{Log: l}, err
+	case api.DiffParams{}.Method():
+		p, err := params[api.DiffParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.DiffResult{}
+		r.Changes, r.Patch, err = s.Diff(p.Target, p.Other, p.Patch)
+		return r, err
+	case api.ShowParams{}.Method():
+		p, err := params[api.ShowParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.ShowResult{}
+		r.Record, r.Gen, err = s.Show(p.Target)
+		return r, err
+	case api.ExportParams{}.Method():
+		p, err := params[api.ExportParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.SeqResult{}
+		r.Seq, err = s.Export(p.Target, p.Dir)
+		return r, err
+	case api.RewindParams{}.Method():
+		p, err := params[api.RewindParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.RewindResult{}
+		r.Rewind, err = s.Rewind(p.Target, p.Dry)
+		return r, err
+	case api.RestoreParams{}.Method():
+		p, err := params[api.RestoreParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.RestoreResult{}
+		r.Restore, err = s.Restore(p.Path, p.Target)
+		return r, err
+	case api.GCParams{}.Method():
+		p, err := params[api.GCParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.GCResult{}
+		r.GC, err = s.GC(p.Keep, p.Dry)
+		return r, err
+	case api.AgentSaveParams{}.Method():
+		p, err := params[api.AgentSaveParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.SeqResult{}
+		r.Seq, err = s.AgentSave(p.Name, p.Data)
+		return r, err
+	case api.AgentListParams{}.Method():
+		p, err := params[api.AgentListParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.AgentListResult{}
+		r.Agents, r.Seq, err = s.AgentStates(p.At)
+		return r, err
+	case api.AgentShowParams{}.Method():
+		p, err := params[api.AgentShowParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.AgentShowResult{}
+		r.Data, err = s.AgentShow(p.Name, p.At)
+		return r, err
+	}
+	return nil, &api.Error{Code: api.CodeMethodNotFound, Message: fmt.Sprintf("usage: unknown request %q", method),
+		Data: api.ErrorData{Kind: api.KindBadInput, Exit: api.KindBadInput.Exit()}}
+}
+
+func (d *Daemon) checkpoint(p api.CheckpointParams) (*api.CheckpointResult, error) {
+	kind := p.Kind
+	if kind == "" {
+		kind = rewind.KindManual
+	}
+	if !validKind(kind) {
+		return nil, fmt.Errorf("%w: --kind %q: want turn, plan-step, phase or manual", ErrUsage, kind)
+	}
+	start := time.Now()
+	g, err := d.svc.RW.Cut(kind, p.Label)
+	took := time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	id, err := rewind.GenerationID(d.j, g.Seq)
+	if err != nil {
+		return nil, err
+	}
+	return &api.CheckpointResult{Generation: &Gen{ID: id, Took: took, Seq: g.Seq, Kind: g.GenKind, Label: g.Label, Root: g.Root.String()}}, nil
+}
+
+// headOf is where the store stands: its newest record, newest generation
+// and the number of rewinds it has seen.
+func headOf(j *journal.Journal) (api.Head, error) {
+	h := api.Head{Seq: j.Head()}
+	seqs, err := rewind.Generations(j)
+	if err != nil {
+		return h, err
+	}
+	if len(seqs) > 0 {
+		if h.Gen, err = rewind.GenerationID(j, seqs[len(seqs)-1]); err != nil {
+			return h, err
+		}
+	}
+	resets, err := j.Resets()
+	if err != nil {
+		return h, err
+	}
+	h.Epoch = len(resets)
+	return h, nil
+}
+
+// kindOf classifies an error by the sentinels it wraps.
+func kindOf(err error) api.Kind {
+	switch {
+	case errors.Is(err, ErrUsage), errors.Is(err, agents.ErrName), errors.Is(err, agents.ErrTooBig):
+		return api.KindBadInput
+	case errors.Is(err, rewind.ErrTarget):
+		return api.KindBadTarget
+	case errors.Is(err, ErrDenied):
+		return api.KindPermissionDenied
+	case errors.Is(err, journal.ErrLocked):
+		return api.KindStoreLocked
+	case errors.Is(err, journal.ErrCorrupt), errors.Is(err, journal.ErrFormat), errors.Is(err, cas.ErrCorrupt):
+		return api.KindStoreCorrupt
+	case errors.Is(err, ErrStale):
+		return api.KindStaleMount
+	case errors.Is(err, ErrNotRunning):
+		return api.KindNotMounted
+	}
+	return api.KindFailed
+}
+
+func toError(err error) *api.Error {
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	k := kindOf(err)
+	return &api.Error{Code: api.CodeServer, Message: err.Error(), Data: api.ErrorData{Kind: k, Exit: k.Exit()}}
+}
+
+// remoteError is an error the daemon answered: its message as sent, and
+// the sentinel of its kind, so the CLI exits as it would have for the
+// same error in-process.
+type remoteError struct {
+	msg  string
+	kind error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.kind }
+
+// ErrorOf rebuilds an error answered by the control API with the sentinel
+// of its kind; any other error is returned as it is.
+func ErrorOf(err error) error {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	var sentinel error
+	switch e.Data.Kind {
+	case api.KindBadInput, api.KindUnsupportedProtocol:
+		sentinel = ErrUsage
+	case api.KindBadTarget:
+		sentinel = rewind.ErrTarget
+	case api.KindPermissionDenied:
+		msg := e.Message
+		if !strings.HasPrefix(msg, ErrDenied.Error()) {
+			msg = ErrDenied.Error() + ": " + msg
+		}
+		return &remoteError{msg: msg, kind: ErrDenied}
+	case api.KindStoreLocked:
+		sentinel = journal.ErrLocked
+	case api.KindStoreCorrupt:
+		sentinel = journal.ErrCorrupt
+	case api.KindStaleMount:
+		sentinel = ErrStale
+	case api.KindNotMounted:
+		sentinel = ErrNotRunning
+	default:
+		return errors.New(e.Message)
+	}
+	return &remoteError{msg: e.Message, kind: sentinel}
+}
+
+// Serve answers one call on a store no daemon holds (the CLI's offline
+// path), through the same dispatch as the socket.
+func Serve(s *Service, p api.Params, res any) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", p.Method(), err)
+	}
+	resp := dispatch(s, nil, &api.Request{JSONRPC: api.JSONRPC, ID: json.RawMessage("0"), Method: p.Method(), Params: raw})
+	if resp.Error != nil {
+		return ErrorOf(resp.Error)
+	}
+	if res == nil {
+		return nil
+	}
+	if err := json.Unmarshal(resp.Result, res); err != nil {
+		return fmt.Errorf("decode %s reply: %w", p.Method(), err)
+	}
+	return nil
+}
