@@ -1,0 +1,106 @@
+package integration
+
+// Issue 9 part 4: 'reynfs hook claude' driven by Claude Code's hook
+// payloads against a real mount.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runHook pipes payload into 'reynfs hook TOOL', bounded as Claude Code
+// bounds its hooks (here 10 s; the hook itself gives up after 2 s).
+func runHook(t *testing.T, env []string, tool, payload string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, reynfsBin, "hook", tool)
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.Stdin = strings.NewReader(payload)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := Result{Stdout: so.String(), Stderr: se.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.Code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("reynfs hook %s: %v", tool, err)
+	}
+	return r
+}
+
+func claudePayload(t *testing.T, cwd string, fields map[string]any) string {
+	p := map[string]any{"session_id": "sess-42", "transcript_path": "/tmp/sess-42.jsonl", "cwd": cwd}
+	for k, v := range fields {
+		p[k] = v
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestHookClaude: a prompt, a Bash call, a Read call and a Stop cut three
+// generations (turn, tool, turn; the Read cuts none), the session is the
+// agent's saved state, the hook prints nothing; with the daemon gone and
+// with a bad payload it still exits 0 with one line on stderr.
+func TestHookClaude(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	events := []map[string]any{
+		{"hook_event_name": "UserPromptSubmit", "prompt": "Rename the parser\nthen run the tests"},
+		{"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": map[string]any{"command": "echo x > f"}},
+		{"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_input": map[string]any{"file_path": "f"}},
+		{"hook_event_name": "Stop"},
+	}
+	for _, ev := range events {
+		start := time.Now()
+		r := runHook(t, m.env, "claude", claudePayload(t, m.Dir, ev))
+		if r.Code != 0 || r.Stdout != "" || r.Stderr != "" {
+			t.Fatalf("hook %v: exit %d, stdout %q, stderr %q", ev["hook_event_name"], r.Code, r.Stdout, r.Stderr)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("hook %v took %s", ev["hook_event_name"], d)
+		}
+	}
+	r := m.Run("log", "--dir", m.Dir)
+	if r.Code != 0 {
+		t.Fatalf("log: exit %d: %s", r.Code, r.Stderr)
+	}
+	var cut []string
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		for _, want := range []string{"Rename the parser", "tool Bash", "tool Read", "end of turn"} {
+			if strings.Contains(l, want) {
+				cut = append(cut, want)
+			}
+		}
+	}
+	if got := strings.Join(cut, ","); got != "Rename the parser,tool Bash,end of turn" && got != "end of turn,tool Bash,Rename the parser" {
+		t.Fatalf("generations cut: %s\nlog:\n%s", got, r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, "tool") || !strings.Contains(r.Stdout, "turn") {
+		t.Errorf("log lacks the kinds turn and tool:\n%s", r.Stdout)
+	}
+	r = m.Run("agent", "show", "claude", "--dir", m.Dir)
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"session_id":"sess-42"`) || !strings.Contains(r.Stdout, `"transcript_path":"/tmp/sess-42.jsonl"`) {
+		t.Fatalf("agent show claude: exit %d: %q %s", r.Code, r.Stdout, r.Stderr)
+	}
+
+	r = runHook(t, m.env, "claude", "{not json")
+	if r.Code != 0 || r.Stdout != "" || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || r.Stderr == "" {
+		t.Errorf("bad payload: exit %d, stdout %q, stderr %q; want 0, nothing, one line", r.Code, r.Stdout, r.Stderr)
+	}
+	m.Unmount()
+	r = runHook(t, m.env, "claude", claudePayload(t, m.Dir, events[0]))
+	if r.Code != 0 || r.Stdout != "" || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || r.Stderr == "" {
+		t.Errorf("no daemon: exit %d, stdout %q, stderr %q; want 0, nothing, one line", r.Code, r.Stdout, r.Stderr)
+	}
+}
