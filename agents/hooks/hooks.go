@@ -71,10 +71,13 @@ func Translate(tool string, payload []byte) ([]api.Params, *Payload, error) {
 	ev := p.Event
 	switch tool + "/" + ev {
 	case "claude/UserPromptSubmit", "gemini/BeforeAgent":
-		calls := []api.Params{api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt)}}
+		// The state first: the generation then holds it, so a rewind to
+		// this turn finds the session to resume.
+		var calls []api.Params
 		if p.SessionID != "" {
 			calls = append(calls, saveState(tool, &p))
 		}
+		calls = append(calls, api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt)})
 		return calls, &p, nil
 	case "claude/SessionStart":
 		if p.SessionID == "" {

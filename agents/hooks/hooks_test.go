@@ -14,12 +14,12 @@ import (
 // tool's documented hook format) and checks the calls they turn into.
 func TestReplay(t *testing.T) {
 	want := map[string]string{
-		"claude-UserPromptSubmit.json": `checkpoint turn "Fix the failing test in parser.go"; agent.save claude abc123`,
+		"claude-UserPromptSubmit.json": `agent.save claude abc123; checkpoint turn "Fix the failing test in parser.go"`,
 		"claude-PostToolUse-Bash.json": `checkpoint tool "tool Bash"`,
 		"claude-PostToolUse-Read.json": ``,
 		"claude-Stop.json":             `checkpoint turn "end of turn"`,
 		"claude-SessionStart.json":     `agent.save claude abc123`,
-		"gemini-BeforeAgent.json":      `checkpoint turn "add a README"; agent.save gemini g-77`,
+		"gemini-BeforeAgent.json":      `agent.save gemini g-77; checkpoint turn "add a README"`,
 		"gemini-AfterTool.json":        `checkpoint tool "tool write_file"`,
 		"gemini-AfterAgent.json":       `checkpoint turn "end of turn"`,
 	}

@@ -94,6 +94,11 @@ func TestHookClaude(t *testing.T) {
 		t.Fatalf("agent show claude: exit %d: %q %s", r.Code, r.Stdout, r.Stderr)
 	}
 
+	r = m.Run("rewind", "--dir", m.Dir, "Rename the parser")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "claude --resume sess-42 --fork-session") {
+		t.Fatalf("rewind to the prompt's generation: exit %d, no resume line:\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+
 	r = runHook(t, m.env, "claude", "{not json")
 	if r.Code != 0 || r.Stdout != "" || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || r.Stderr == "" {
 		t.Errorf("bad payload: exit %d, stdout %q, stderr %q; want 0, nothing, one line", r.Code, r.Stdout, r.Stderr)
