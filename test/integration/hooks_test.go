@@ -8,7 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +109,39 @@ func TestHookClaude(t *testing.T) {
 	r = runHook(t, m.env, "claude", claudePayload(t, m.Dir, events[0]))
 	if r.Code != 0 || r.Stdout != "" || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || r.Stderr == "" {
 		t.Errorf("no daemon: exit %d, stdout %q, stderr %q; want 0, nothing, one line", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// TestIntegrateClaude: 'reynfs integrate claude' twice then --remove gives
+// back the original settings.json byte for byte; a tool not supported is
+// one line and exit 2.
+func TestIntegrateClaude(t *testing.T) {
+	dir := t.TempDir()
+	orig := "{\n  \"model\": \"opus\",\n  \"hooks\": {\n    \"Stop\": [\n      {\n        \"hooks\": [\n          {\n            \"type\": \"command\",\n            \"command\": \"make lint\"\n          }\n        ]\n      }\n    ]\n  }\n}\n"
+	writeFile(t, filepath.Join(dir, ".claude", "settings.json"), []byte(orig), 0o600)
+	env := testEnv(t)
+	var after []string
+	for _, args := range [][]string{{"integrate", "claude", "--dir", dir}, {"integrate", "claude", "--dir", dir}, {"integrate", "claude", "--remove", "--dir", dir}} {
+		if r := runReynfs(env, args...); r.Code != 0 || r.Stdout != "" || r.Stderr != "" {
+			t.Fatalf("%v: exit %d: %q %q", args, r.Code, r.Stdout, r.Stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, ".claude", "settings.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = append(after, string(b))
+	}
+	if !strings.Contains(after[0], `"reynfs hook claude"`) || !strings.Contains(after[0], `"make lint"`) {
+		t.Errorf("integrate claude:\n%s", after[0])
+	}
+	if after[1] != after[0] {
+		t.Errorf("second integrate changed settings:\n%s\n---\n%s", after[0], after[1])
+	}
+	if after[2] != orig {
+		t.Errorf("--remove did not give back the original:\n%s", after[2])
+	}
+	r := runReynfs(env, "integrate", "vim", "--dir", dir)
+	if r.Code != 2 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Errorf("integrate vim: exit %d, stderr %q; want 2 and one line", r.Code, r.Stderr)
 	}
 }
