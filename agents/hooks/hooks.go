@@ -79,7 +79,7 @@ func Translate(tool string, payload []byte) ([]api.Params, *Payload, error) {
 		}
 		calls = append(calls, api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt)})
 		return calls, &p, nil
-	case "claude/SessionStart":
+	case "claude/SessionStart", "gemini/SessionStart":
 		if p.SessionID == "" {
 			return nil, &p, nil
 		}

@@ -22,6 +22,7 @@ func TestReplay(t *testing.T) {
 		"gemini-BeforeAgent.json":      `agent.save gemini g-77; checkpoint turn "add a README"`,
 		"gemini-AfterTool.json":        `checkpoint tool "tool write_file"`,
 		"gemini-AfterAgent.json":       `checkpoint turn "end of turn"`,
+		"gemini-SessionStart.json":     `agent.save gemini g-77`,
 	}
 	files, _ := filepath.Glob("testdata/*.json")
 	if len(files) != len(want) {
