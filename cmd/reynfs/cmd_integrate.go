@@ -15,17 +15,23 @@ func newIntegrateCommand() *cobra.Command {
 	var dir string
 	var remove bool
 	cmd := &cobra.Command{
-		Use:   "integrate claude [--remove] [--dir PROJECT]",
+		Use:   "integrate claude|aider [--remove] [--dir PROJECT]",
 		Short: "Add reynfs's hooks to an agent CLI's project config (or remove them)",
 		Long: `Merge the hooks that run 'reynfs hook claude' into PROJECT/.claude/settings.json
 (created if missing). Running it again changes nothing; --remove takes out exactly
-the entries it added. Other settings keep their order and bytes. See docs/agents.md.
+the entries it added. Other settings keep their order and bytes. For aider, add a
+block to .git/hooks/post-commit (created if missing, an existing hook is kept)
+that makes each commit a generation. See docs/agents.md.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != "claude" {
-				return fmt.Errorf("%w: integrate %q: only claude is supported so far (see docs/agents.md for the others)", errUsage, args[0])
+			switch args[0] {
+			case "claude":
+			case "aider":
+				return integrateAider(dir, remove)
+			default:
+				return fmt.Errorf("%w: integrate %q: want claude or aider (see docs/agents.md for the others)", errUsage, args[0])
 			}
 			path := filepath.Join(dir, ".claude", "settings.json")
 			old, err := os.ReadFile(path)
@@ -49,20 +55,59 @@ the entries it added. Other settings keep their order and bytes. See docs/agents
 			if fi, err := os.Stat(path); err == nil {
 				mode = fi.Mode().Perm()
 			}
-			// Written beside and renamed: a crash leaves the old or the new
-			// settings, never half of them.
-			tmp := path + ".reynfs-tmp"
-			if err := os.WriteFile(tmp, out, mode); err != nil {
-				return fmt.Errorf("integrate claude: %w", err)
-			}
-			if err := os.Rename(tmp, path); err != nil {
-				os.Remove(tmp)
-				return fmt.Errorf("integrate claude: %w", err)
-			}
-			return nil
+			return replaceFile("claude", path, out, mode)
 		},
 	}
 	cmd.Flags().BoolVar(&remove, "remove", false, "take reynfs's hooks out again")
 	cmd.Flags().StringVar(&dir, "dir", ".", "the project directory")
 	return cmd
+}
+
+// replaceFile writes data beside path and renames it over: a crash leaves
+// the old or the new file, never half of it.
+func replaceFile(tool, path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".reynfs-tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return fmt.Errorf("integrate %s: %w", tool, err)
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("integrate %s: %w", tool, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("integrate %s: %w", tool, err)
+	}
+	return nil
+}
+
+func integrateAider(dir string, remove bool) error {
+	gitDir := filepath.Join(dir, ".git")
+	if fi, err := os.Stat(gitDir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: integrate aider: %s is not a git repository's top (no .git directory)", errUsage, dir)
+	}
+	path := filepath.Join(gitDir, "hooks", "post-commit")
+	old, err := os.ReadFile(path)
+	existed := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("integrate aider: %w", err)
+	}
+	out, keep := hooks.IntegratePostCommit(string(old), existed, remove)
+	switch {
+	case !keep && existed:
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("integrate aider: %w", err)
+		}
+		return nil
+	case !keep || (existed && out == string(old)):
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("integrate aider: %w", err)
+	}
+	mode := os.FileMode(0o755)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm() | 0o111
+	}
+	return replaceFile("aider", path, []byte(out), mode)
 }

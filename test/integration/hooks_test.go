@@ -145,3 +145,32 @@ func TestIntegrateClaude(t *testing.T) {
 		t.Errorf("integrate vim: exit %d, stderr %q; want 2 and one line", r.Code, r.Stderr)
 	}
 }
+
+// TestIntegrateAider: the post-commit block is added to an existing hook
+// without clobbering it, once, and --remove gives the hook back.
+func TestIntegrateAider(t *testing.T) {
+	dir := t.TempDir()
+	orig := "#!/bin/sh\necho committed >> /tmp/never-run\n"
+	hook := filepath.Join(dir, ".git", "hooks", "post-commit")
+	writeFile(t, hook, []byte(orig), 0o755)
+	env := testEnv(t)
+	for i, args := range [][]string{{"integrate", "aider", "--dir", dir}, {"integrate", "aider", "--dir", dir}, {"integrate", "aider", "--remove", "--dir", dir}} {
+		if r := runReynfs(env, args...); r.Code != 0 || r.Stdout != "" || r.Stderr != "" {
+			t.Fatalf("%v: exit %d: %q %q", args, r.Code, r.Stdout, r.Stderr)
+		}
+		b, err := os.ReadFile(hook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(string(b), "reynfs checkpoint")
+		if want := map[int]int{0: 1, 1: 1, 2: 0}[i]; n != want || !strings.HasPrefix(string(b), orig) {
+			t.Fatalf("%v: hook has %d reynfs lines (want %d) or lost its content:\n%s", args, n, want, b)
+		}
+		if i == 2 && string(b) != orig {
+			t.Errorf("--remove: %q, want %q", b, orig)
+		}
+	}
+	if r := runReynfs(env, "integrate", "aider", "--dir", t.TempDir()); r.Code != 2 {
+		t.Errorf("integrate aider outside a repository: exit %d, want 2", r.Code)
+	}
+}
