@@ -11,11 +11,22 @@ import (
 // exactly the entries whose command it is, and nothing else.
 const ClaudeCommand = "reynfs hook claude"
 
+// GeminiCommand is ClaudeCommand for Gemini CLI.
+const GeminiCommand = "reynfs hook gemini"
+
+type hookEvent struct{ event, matcher string }
+
 // claudeEvents are the Claude Code events the hook listens to, with the
 // matcher of tool events (a PostToolUse without matcher matches nothing in
 // some versions, so it says "*" explicitly).
-var claudeEvents = []struct{ event, matcher string }{
+var claudeEvents = []hookEvent{
 	{"SessionStart", ""}, {"UserPromptSubmit", ""}, {"PostToolUse", "*"}, {"Stop", ""},
+}
+
+// geminiEvents: Gemini CLI's matcher is a regex and optional; without one
+// AfterTool fires for every tool and Translate keeps the writers.
+var geminiEvents = []hookEvent{
+	{"SessionStart", ""}, {"BeforeAgent", ""}, {"AfterTool", ""}, {"AfterAgent", ""},
 }
 
 // member is one key of a JSON object, its value as it was written: keys
@@ -98,11 +109,11 @@ func find(ms []member, key string) int {
 
 // ours says whether a matcher group of Claude Code's settings is the one
 // integrate added.
-func ours(raw json.RawMessage) bool {
+func ours(raw json.RawMessage, command string) bool {
 	var g struct {
 		Hooks []struct{ Command string } `json:"hooks"`
 	}
-	return json.Unmarshal(raw, &g) == nil && len(g.Hooks) == 1 && g.Hooks[0].Command == ClaudeCommand
+	return json.Unmarshal(raw, &g) == nil && len(g.Hooks) == 1 && g.Hooks[0].Command == command
 }
 
 // indentOf guesses the file's indent from its second line (two spaces when
@@ -124,32 +135,42 @@ func indentOf(b []byte) string {
 // original bytes when the file was indented consistently, since only the
 // hooks entries integrate owns are rewritten.
 func IntegrateClaude(settings []byte, remove bool) ([]byte, error) {
+	return integrateSettings("claude", settings, ClaudeCommand, claudeEvents, 10, remove)
+}
+
+// IntegrateGemini is IntegrateClaude for Gemini CLI's .gemini/settings.json
+// (same shape of hooks; its timeout unit is not confirmed, so none is set).
+func IntegrateGemini(settings []byte, remove bool) ([]byte, error) {
+	return integrateSettings("gemini", settings, GeminiCommand, geminiEvents, 0, remove)
+}
+
+func integrateSettings(tool string, settings []byte, command string, events []hookEvent, timeout int, remove bool) ([]byte, error) {
 	if len(bytes.TrimSpace(settings)) == 0 {
 		settings = []byte("{}\n")
 	}
 	top, err := parseObject(settings)
 	if err != nil {
-		return nil, fmt.Errorf("integrate claude: settings: %v", err)
+		return nil, fmt.Errorf("integrate %s: settings: %v", tool, err)
 	}
 	ind := indentOf(settings)
 	var hooks []member
 	hi := find(top, "hooks")
 	if hi >= 0 {
 		if hooks, err = parseObject(top[hi].raw); err != nil {
-			return nil, fmt.Errorf("integrate claude: settings hooks: %v", err)
+			return nil, fmt.Errorf("integrate %s: settings hooks: %v", tool, err)
 		}
 	}
-	for _, ev := range claudeEvents {
+	for _, ev := range events {
 		var groups []json.RawMessage
 		ei := find(hooks, ev.event)
 		if ei >= 0 {
 			if err := json.Unmarshal(hooks[ei].raw, &groups); err != nil {
-				return nil, fmt.Errorf("integrate claude: settings hooks.%s: %v", ev.event, err)
+				return nil, fmt.Errorf("integrate %s: settings hooks.%s: %v", tool, ev.event, err)
 			}
 		}
 		kept := groups[:0:0]
 		for _, g := range groups {
-			if !ours(g) {
+			if !ours(g, command) {
 				kept = append(kept, g)
 			}
 		}
@@ -157,7 +178,11 @@ func IntegrateClaude(settings []byte, remove bool) ([]byte, error) {
 			if len(kept) < len(groups) {
 				continue // already there: leave it, bytes and all
 			}
-			g := map[string]any{"hooks": []map[string]any{{"type": "command", "command": ClaudeCommand, "timeout": 10}}}
+			h := map[string]any{"type": "command", "command": command}
+			if timeout > 0 {
+				h["timeout"] = timeout
+			}
+			g := map[string]any{"hooks": []map[string]any{h}}
 			if ev.matcher != "" {
 				g["matcher"] = ev.matcher
 			}

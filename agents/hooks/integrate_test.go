@@ -30,6 +30,19 @@ const settings = `{
 }
 `
 
+func TestIntegrateGemini(t *testing.T) {
+	once, err := IntegrateGemini([]byte(settings), false)
+	if err != nil || bytes.Count(once, []byte(GeminiCommand)) != len(geminiEvents) || bytes.Contains(once, []byte(ClaudeCommand)) {
+		t.Fatalf("integrate gemini (%v):\n%s", err, once)
+	}
+	if twice, _ := IntegrateGemini(once, false); !bytes.Equal(twice, once) {
+		t.Errorf("second integrate changed the file:\n%s", twice)
+	}
+	if back, _ := IntegrateGemini(once, true); string(back) != settings {
+		t.Errorf("remove did not give back the original:\n%s", back)
+	}
+}
+
 func TestIntegrateClaude(t *testing.T) {
 	for _, orig := range []string{settings, "{\n\t\"model\": \"opus\"\n}\n", ""} {
 		once, err := IntegrateClaude([]byte(orig), false)

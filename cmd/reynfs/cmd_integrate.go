@@ -15,10 +15,10 @@ func newIntegrateCommand() *cobra.Command {
 	var dir string
 	var remove bool
 	cmd := &cobra.Command{
-		Use:   "integrate claude|aider [--remove] [--dir PROJECT]",
+		Use:   "integrate claude|gemini|aider [--remove] [--dir PROJECT]",
 		Short: "Add reynfs's hooks to an agent CLI's project config (or remove them)",
 		Long: `Merge the hooks that run 'reynfs hook claude' into PROJECT/.claude/settings.json
-(created if missing). Running it again changes nothing; --remove takes out exactly
+(created if missing), or for gemini .gemini/settings.json. Running it again changes nothing; --remove takes out exactly
 the entries it added. Other settings keep their order and bytes. For aider, add a
 block to .git/hooks/post-commit (created if missing, an existing hook is kept)
 that makes each commit a generation. See docs/agents.md.
@@ -26,22 +26,25 @@ that makes each commit a generation. See docs/agents.md.
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path := filepath.Join(dir, ".claude", "settings.json")
+			merge := hooks.IntegrateClaude
 			switch args[0] {
 			case "claude":
+			case "gemini":
+				path, merge = filepath.Join(dir, ".gemini", "settings.json"), hooks.IntegrateGemini
 			case "aider":
 				return integrateAider(dir, remove)
 			default:
-				return fmt.Errorf("%w: integrate %q: want claude or aider (see docs/agents.md for the others)", errUsage, args[0])
+				return fmt.Errorf("%w: integrate %q: want claude, gemini or aider (see docs/agents.md for the others)", errUsage, args[0])
 			}
-			path := filepath.Join(dir, ".claude", "settings.json")
 			old, err := os.ReadFile(path)
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("integrate claude: %w", err)
+				return fmt.Errorf("integrate %s: %w", args[0], err)
 			}
 			if old == nil && remove {
 				return nil
 			}
-			out, err := hooks.IntegrateClaude(old, remove)
+			out, err := merge(old, remove)
 			if err != nil {
 				return fmt.Errorf("%w: %s: %v", errUsage, path, err)
 			}
@@ -49,13 +52,13 @@ that makes each commit a generation. See docs/agents.md.
 				return nil
 			}
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				return fmt.Errorf("integrate claude: %w", err)
+				return fmt.Errorf("integrate %s: %w", args[0], err)
 			}
 			mode := os.FileMode(0o644)
 			if fi, err := os.Stat(path); err == nil {
 				mode = fi.Mode().Perm()
 			}
-			return replaceFile("claude", path, out, mode)
+			return replaceFile(args[0], path, out, mode)
 		},
 	}
 	cmd.Flags().BoolVar(&remove, "remove", false, "take reynfs's hooks out again")
