@@ -49,7 +49,7 @@ func (StoreStatusParams) readOnly() bool { return true }
 // CheckpointParams cuts a generation of the mounted workspace.
 type CheckpointParams struct {
 	Label string `json:"label,omitempty"`
-	Kind  string `json:"kind,omitempty"` // turn, plan-step, phase or manual (the default)
+	Kind  string `json:"kind,omitempty"` // turn, tool, plan-step, phase or manual (the default)
 }
 
 func (CheckpointParams) Method() string { return "checkpoint" }

@@ -14,15 +14,15 @@ func newCheckpointCommand() *cobra.Command {
 	var o storeOptions
 	var label, kind, dir string
 	cmd := &cobra.Command{
-		Use:   "checkpoint [-m LABEL] [--kind turn|plan-step|phase|manual]",
+		Use:   "checkpoint [-m LABEL] [--kind turn|tool|plan-step|phase|manual]",
 		Short: "Cut a generation at the current seq",
 		Long:  "Cut a generation of the workspace around the current directory (or --dir).\n\n" + exitCodeHelp,
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch kind {
-			case "turn", "plan-step", "phase", "manual":
+			case "turn", "tool", "plan-step", "phase", "manual":
 			default:
-				return fmt.Errorf("%w: --kind %q: want turn, plan-step, phase or manual", errUsage, kind)
+				return fmt.Errorf("%w: --kind %q: want turn, tool, plan-step, phase or manual", errUsage, kind)
 			}
 			store, err := findStore(o, dir)
 			if err != nil {
@@ -38,7 +38,7 @@ func newCheckpointCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&label, "message", "m", "", "label of the generation")
-	cmd.Flags().StringVar(&kind, "kind", "manual", "turn, plan-step, phase or manual")
+	cmd.Flags().StringVar(&kind, "kind", "manual", "turn, tool, plan-step, phase or manual")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/agents/hooks"
 	"github.com/reynfs/reynfs/rewind"
 )
 
@@ -35,6 +38,9 @@ On an unmounted store the store is rewound and the next mount shows the result.
 				return printJSON(resp.Rewind)
 			}
 			printRewind(resp.Rewind, dry)
+			if !dry {
+				printResume(cmd.Context(), o, dir, resp.Rewind.Target)
+			}
 			return nil
 		},
 	}
@@ -70,4 +76,19 @@ func printRewind(r *rewind.Result, dry bool) {
 		fmt.Printf("  %-8s %s\n", c.Kind, c.Path)
 	}
 	fmt.Println("not reverted: running processes and their memory, network requests, files outside the mount")
+}
+
+// printResume says how to bring back the conversation of each agent whose
+// hook saved its state by seq: the files are back, the agent's context is
+// not until it is resumed. Best effort: an agent with no state says nothing.
+func printResume(ctx context.Context, o storeOptions, dir string, seq uint64) {
+	for _, tool := range hooks.Tools {
+		var st api.AgentShowResult
+		if call(ctx, o, dir, api.AgentShowParams{Name: tool, At: strconv.FormatUint(seq, 10)}, &st) != nil {
+			continue
+		}
+		if line := hooks.Resume(st.Data); line != "" {
+			fmt.Printf("agent %s: resume its conversation with: %s\n", tool, line)
+		}
+	}
 }

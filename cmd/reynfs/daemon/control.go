@@ -184,7 +184,7 @@ func clientGone(c net.Conn) bool {
 
 func validKind(k string) bool {
 	switch k {
-	case rewind.KindTurn, rewind.KindPlanStep, rewind.KindPhase, rewind.KindManual:
+	case rewind.KindTurn, rewind.KindPlanStep, rewind.KindPhase, rewind.KindManual, "tool":
 		return true
 	}
 	return false

@@ -212,7 +212,7 @@ func (d *Daemon) checkpoint(p api.CheckpointParams) (*api.CheckpointResult, erro
 		kind = rewind.KindManual
 	}
 	if !validKind(kind) {
-		return nil, fmt.Errorf("%w: --kind %q: want turn, plan-step, phase or manual", ErrUsage, kind)
+		return nil, fmt.Errorf("%w: --kind %q: want turn, tool, plan-step, phase or manual", ErrUsage, kind)
 	}
 	start := time.Now()
 	g, err := d.svc.RW.Cut(kind, p.Label)
