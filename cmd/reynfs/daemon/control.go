@@ -74,12 +74,12 @@ func (d *Daemon) serve(c net.Conn) {
 	if !ok {
 		return
 	}
-	cred, err := peerCred(uc)
+	cred, err := api.PeerCred(uc)
 	if err != nil {
 		d.log.Error().Err(err).Msg("control socket: cannot tell who connected; refused")
 		return
 	}
-	if !trusted(cred.Uid, owner) {
+	if !api.Trusted(cred.Uid, owner) {
 		d.log.Warn().Uint32("uid", cred.Uid).Int32("pid", cred.Pid).Msg("control socket: refused a caller who is neither the mount's owner nor root")
 		resp := errorResponse(nil, &api.Error{Code: api.CodeServer,
 			Message: fmt.Sprintf("control socket: uid %d is neither the mount's owner (uid %d) nor root: refused", cred.Uid, owner),
