@@ -177,6 +177,11 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		r := &api.GCResult{}
 		r.GC, err = s.GC(p.Keep, p.Dry)
 		return r, err
+	case api.RunStartParams{}.Method(), api.RunAttachParams{}.Method(), api.RunExitedParams{}.Method(), api.RunsParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		return d.callRun(method, raw)
 	case api.AgentSaveParams{}.Method():
 		p, err := params[api.AgentSaveParams](raw)
 		if err != nil {
