@@ -101,19 +101,28 @@ func (d *Daemon) callRun(method string, raw json.RawMessage) (api.Result, error)
 		if err != nil {
 			return nil, err
 		}
-		return d.runStart(p)
+		return result(d.runStart(p))
 	case api.RunAttachParams{}.Method():
 		p, err := params[api.RunAttachParams](raw)
 		if err != nil {
 			return nil, err
 		}
-		return d.runAttach(p)
+		return result(d.runAttach(p))
 	case api.RunExitedParams{}.Method():
 		p, err := params[api.RunExitedParams](raw)
 		if err != nil {
 			return nil, err
 		}
-		return d.runExited(p)
+		return result(d.runExited(p))
 	}
 	return d.listRuns(), nil
+}
+
+// result keeps a nil reply a nil interface: dispatch asks a non-nil one
+// for its head, and a typed nil pointer would panic there.
+func result[R api.Result](r R, err error) (api.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
