@@ -154,7 +154,8 @@ journal record with a global sequence number and all content is stored once, by 
 		return fmt.Errorf("%w: %v", errUsage, err)
 	})
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
-		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand())
+		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(),
+		newRunCommand(), newRunsCommand())
 	return root
 }
 
