@@ -1,0 +1,130 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runInfo is one run of `reynfs runs --json`.
+type runInfo struct {
+	ID       string `json:"id"`
+	Agent    string `json:"agent"`
+	Label    string `json:"label"`
+	OnRewind string `json:"on_rewind"`
+	Pid      int    `json:"pid"`
+	State    string `json:"state"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// runsOf lists the runs of m's workspace.
+func runsOf(t *testing.T, m *Mount) (mode string, runs []runInfo) {
+	t.Helper()
+	r := m.Run("runs", "--json", "--dir", m.Dir)
+	if r.Code != 0 {
+		t.Fatalf("reynfs runs: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	var out struct {
+		Runs []runInfo `json:"runs"`
+		Mode string    `json:"mode"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("reynfs runs --json: %v\n%s", err, r.Stdout)
+	}
+	return out.Mode, out.Runs
+}
+
+// reynfsRun prepares `reynfs run ARGS` in the workspace, bounded by ctx.
+func reynfsRun(ctx context.Context, m *Mount, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, reynfsBin, append([]string{"run"}, args...)...)
+	cmd.Env = m.env
+	cmd.Dir = m.Dir
+	cmd.WaitDelay = 2 * time.Second
+	return cmd
+}
+
+// TestRunPassesExitStatus: `reynfs run` runs its command in the workspace
+// from the CLI process, exits with its status, and the daemon lists the
+// run with its agent, label and exit code; a command that cannot start
+// exits 127, and a bad --on-rewind is a usage error.
+func TestRunPassesExitStatus(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := reynfsRun(ctx, m, "--agent", "coder", "--label", "try", "--", "sh", "-c", "echo x > f; exit 7")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("reynfs run -- sh -c 'exit 7': %v; want exit 7\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.Dir, "f")); err != nil || string(b) != "x\n" {
+		t.Fatalf("f = %q, %v; want the command's write", b, err)
+	}
+	mode, runs := runsOf(t, m)
+	if mode != "cgroup2" && mode != "process-group" {
+		t.Errorf("runs mode %q; want cgroup2 or process-group", mode)
+	}
+	if len(runs) != 1 || runs[0].State != "exited" || runs[0].ExitCode != 7 || runs[0].Agent != "coder" ||
+		runs[0].Label != "try" || runs[0].OnRewind != "kill" || runs[0].Pid <= 1 {
+		t.Fatalf("runs = %+v; want one run of agent coder, label try, exited 7", runs)
+	}
+
+	if out, err := reynfsRun(ctx, m, "--", filepath.Join(m.Dir, "no-such-command")).CombinedOutput(); !errors.As(err, &ee) || ee.ExitCode() != 127 {
+		t.Errorf("reynfs run of a missing command: %v; want exit 127\n%s", err, out)
+	}
+	if out, err := reynfsRun(ctx, m, "--on-rewind", "pause", "--", "true").CombinedOutput(); !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("reynfs run --on-rewind pause: %v; want exit 2\n%s", err, out)
+	}
+}
+
+// TestRunForwardsSignals: SIGTERM sent to `reynfs run` reaches its
+// command, which dies of it, and reynfs run exits 143 as a shell would.
+func TestRunForwardsSignals(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := reynfsRun(ctx, m, "--", "sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run of sleep 1000 was never listed as running with a pid")
+		}
+		if _, runs := runsOf(t, m); len(runs) == 1 && runs[0].State == "running" && runs[0].Pid > 1 {
+			pid = runs[0].Pid
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+			t.Fatalf("reynfs run after SIGTERM: %v; want exit 143 (sleep killed by the forwarded signal)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reynfs run did not exit within 10 s of SIGTERM")
+	}
+	if pidAlive(pid) {
+		t.Errorf("sleep (pid %d) outlived the SIGTERM forwarded to it", pid)
+	}
+	if _, runs := runsOf(t, m); len(runs) != 1 || runs[0].State != "exited" || runs[0].ExitCode != 143 {
+		t.Errorf("runs = %+v; want the run exited 143", runs)
+	}
+}
