@@ -233,6 +233,11 @@ type Status struct {
 	// PrivateHistory: only the mount's owner and root may browse the
 	// views (mount --private-history, remembered in the store).
 	PrivateHistory bool `json:"private_history"`
+	// RunMode is how `reynfs run` tracks runs (cgroup2, or process-group
+	// where no cgroup2 is writable) and RunModeReason why; empty on an
+	// unmounted store.
+	RunMode       string `json:"run_mode,omitempty"`
+	RunModeReason string `json:"run_mode_reason,omitempty"`
 }
 
 // Gen describes a generation that was cut.

@@ -70,6 +70,14 @@ func TestRunPassesExitStatus(t *testing.T) {
 	if mode != "cgroup2" && mode != "process-group" {
 		t.Errorf("runs mode %q; want cgroup2 or process-group", mode)
 	}
+	var st struct {
+		RunMode       string `json:"run_mode"`
+		RunModeReason string `json:"run_mode_reason"`
+	}
+	if r := m.Run("status", "--json", m.Dir); r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil ||
+		st.RunMode != mode || st.RunModeReason == "" {
+		t.Errorf("reynfs status --json: exit %d, %s; want run_mode %q and its reason", r.Code, r.Stdout, mode)
+	}
 	if len(runs) != 1 || runs[0].State != "exited" || runs[0].ExitCode != 7 || runs[0].Agent != "coder" ||
 		runs[0].Label != "try" || runs[0].OnRewind != "kill" || runs[0].Pid <= 1 {
 		t.Fatalf("runs = %+v; want one run of agent coder, label try, exited 7", runs)
