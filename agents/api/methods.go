@@ -135,6 +135,10 @@ type SeqResult struct {
 type RewindParams struct {
 	Target string `json:"target"`
 	Dry    bool   `json:"dry,omitempty"` // only say what would change
+	// NoCancel refuses the rewind (runs_active) while a run that is not
+	// started with --on-rewind keep still has a process, instead of
+	// cancelling or freezing it.
+	NoCancel bool `json:"no_cancel,omitempty"`
 }
 
 func (RewindParams) Method() string   { return "rewind" }
@@ -144,6 +148,11 @@ func (p RewindParams) readOnly() bool { return p.Dry }
 type RewindResult struct {
 	Reply
 	Rewind *rewind.Result `json:"rewind"`
+	// The runs the rewind cancelled (on-rewind kill), froze across the
+	// swap and thawed after it (freeze), and left alone (keep).
+	Cancelled []RunInfo `json:"cancelled,omitempty"`
+	Frozen    []RunInfo `json:"frozen,omitempty"`
+	Kept      []RunInfo `json:"kept,omitempty"`
 }
 
 // RestoreParams brings one path back from a state.

@@ -13,7 +13,7 @@ import (
 func newRewindCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
-	var dry, asJSON bool
+	var dry, asJSON, noCancel bool
 	cmd := &cobra.Command{
 		Use:   "rewind TARGET [--dry-run]",
 		Short: "Move the whole workspace back to a retained point (append-only)",
@@ -28,18 +28,22 @@ On an unmounted store the store is rewound and the next mount shows the result.
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp api.RewindResult
-			if err := call(cmd.Context(), o, dir, api.RewindParams{Target: args[0], Dry: dry}, &resp); err != nil {
+			if err := call(cmd.Context(), o, dir, api.RewindParams{Target: args[0], Dry: dry, NoCancel: noCancel}, &resp); err != nil {
 				return err
 			}
 			if asJSON {
 				return printJSON(resp.Rewind)
 			}
 			printRewind(resp.Rewind, dry)
+			printRuns("cancelled", resp.Cancelled)
+			printRuns("froze and thawed", resp.Frozen)
+			printRuns("kept", resp.Kept)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would change, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&noCancel, "no-cancel", false, "refuse (runs_active) rather than cancel or freeze runs still going")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
@@ -70,4 +74,15 @@ func printRewind(r *rewind.Result, dry bool) {
 		fmt.Printf("  %-8s %s\n", c.Kind, c.Path)
 	}
 	fmt.Println("not reverted: running processes and their memory, network requests, files outside the mount")
+}
+
+// printRuns names the runs a rewind cancelled, froze or kept.
+func printRuns(what string, runs []api.RunInfo) {
+	for _, r := range runs {
+		fmt.Printf("%s run %s (pid %d", what, r.ID, r.Pid)
+		if r.Agent != "" {
+			fmt.Printf(", agent %s", r.Agent)
+		}
+		fmt.Println(")")
+	}
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -135,4 +138,129 @@ func TestRunForwardsSignals(t *testing.T) {
 	if _, runs := runsOf(t, m); len(runs) != 1 || runs[0].State != "exited" || runs[0].ExitCode != 143 {
 		t.Errorf("runs = %+v; want the run exited 143", runs)
 	}
+}
+
+// childrenOf lists the child pids of pid (/proc/PID/task/PID/children).
+func childrenOf(pid int) []int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// startRun starts `reynfs run ARGS` in the background and waits until the
+// daemon lists one more running run with a pid; it returns the command,
+// a channel with its exit, and that run.
+func startRun(t *testing.T, ctx context.Context, m *Mount, args ...string) (*exec.Cmd, chan error, runInfo) {
+	t.Helper()
+	_, before := runsOf(t, m)
+	cmd := reynfsRun(ctx, m, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(5 * time.Second):
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("reynfs run %v was never listed as running\n%s", args, out.String())
+		}
+		if _, runs := runsOf(t, m); len(runs) == len(before)+1 {
+			if r := runs[len(runs)-1]; r.State == "running" && r.Pid > 1 {
+				return cmd, done, r
+			}
+		}
+	}
+}
+
+// TestRunCancelledByRewind: a rewind cancels the run of the future it
+// abandons (ADR-0038 D2/D4): the run's background sleep is gone within
+// the grace period, the file it wrote is gone, and the rewind names the
+// run; `--no-cancel` refuses with runs_active (exit 1) while it runs.
+func TestRunCancelledByRewind(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	if r := m.Run("checkpoint", "--dir", m.Dir, "-m", "before"); r.Code != 0 {
+		t.Fatalf("checkpoint: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, done, run := startRun(t, ctx, m, "--", "sh", "-c", "sleep 1000 & echo x > f; wait")
+	var sleepPid int
+	for deadline := time.Now().Add(5 * time.Second); sleepPid == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run's sleep never started")
+		}
+		if _, err := os.Stat(filepath.Join(m.Dir, "f")); err == nil {
+			if c := childrenOf(run.Pid); len(c) == 1 {
+				sleepPid = c[0]
+			}
+		}
+	}
+	r := m.Run("rewind", "before", "--dir", m.Dir, "--no-cancel")
+	if r.Code != 1 || !strings.Contains(r.Stderr, "runs active") {
+		t.Fatalf("rewind --no-cancel with a run going: exit %d: %s%s; want exit 1 (runs_active)", r.Code, r.Stdout, r.Stderr)
+	}
+	start := time.Now()
+	r = m.Run("rewind", "before", "--dir", m.Dir)
+	took := time.Since(start)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "cancelled run "+run.ID) {
+		t.Fatalf("rewind: exit %d: %s%s; want it to name the cancelled run %s", r.Code, r.Stdout, r.Stderr, run.ID)
+	}
+	if took > 3*time.Second || pidAlive(sleepPid) {
+		t.Errorf("rewind took %v, sleep (pid %d) alive: %v; want it gone within the 2 s grace + 1 s", took, sleepPid, pidAlive(sleepPid))
+	}
+	if _, err := os.Lstat(filepath.Join(m.Dir, "f")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("f after the rewind: %v; want it gone as before the run", err)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+			t.Errorf("reynfs run of the cancelled run: %v; want exit 143 (SIGTERM)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("reynfs run did not exit after its run was cancelled")
+	}
+}
+
+// TestRunFrozenAcrossRewind: a run started with --on-rewind freeze is
+// frozen across the rewind and thawed after it: its process lives on,
+// running, and the rewind says so.
+func TestRunFrozenAcrossRewind(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	if r := m.Run("checkpoint", "--dir", m.Dir, "-m", "before"); r.Code != 0 {
+		t.Fatalf("checkpoint: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd, _, run := startRun(t, ctx, m, "--on-rewind", "freeze", "--", "sleep", "1000")
+	r := m.Run("rewind", "before", "--dir", m.Dir)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "froze and thawed run "+run.ID) {
+		t.Fatalf("rewind: exit %d: %s%s; want it to name the frozen run %s", r.Code, r.Stdout, r.Stderr, run.ID)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", run.Pid))
+	if err != nil {
+		t.Fatalf("the frozen run's process is gone after the rewind: %v", err)
+	}
+	if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) == 0 || (f[0] != "S" && f[0] != "R") {
+		t.Errorf("the run's process after the rewind: %q; want it thawed (sleeping or running)", b)
+	}
+	if _, runs := runsOf(t, m); len(runs) != 1 || runs[0].State != "running" {
+		t.Errorf("runs after the rewind = %+v; want it running", runs)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 }

@@ -158,6 +158,9 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
+		if d != nil && !p.Dry {
+			return result(d.rewind(p))
+		}
 		r := &api.RewindResult{}
 		r.Rewind, err = s.Rewind(p.Target, p.Dry)
 		return r, err

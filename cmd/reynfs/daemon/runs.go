@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/rewind"
 )
 
 // openRuns starts the registry of the runs of this store. The subtree is
@@ -86,11 +88,78 @@ func (d *Daemon) runExited(p api.RunExitedParams) (*api.EmptyResult, error) {
 func (d *Daemon) listRuns() *api.RunsResult {
 	mode, why := d.runs.Mode()
 	r := &api.RunsResult{Runs: []api.RunInfo{}, Mode: string(mode), ModeReason: why}
-	for _, ri := range d.runs.List() {
-		r.Runs = append(r.Runs, api.RunInfo{ID: ri.ID, Agent: ri.Agent, Label: ri.Label, OnRewind: string(ri.OnRewind),
-			Pid: ri.Pid, Started: ri.Started, State: string(ri.State), ExitCode: ri.ExitCode})
-	}
+	r.Runs = append(r.Runs, runInfos(d.runs.List(), nil)...)
 	return r
+}
+
+// runInfos converts runs for the API, only those in keep when it is set.
+func runInfos(ris []agents.RunInfo, keep map[string]bool) []api.RunInfo {
+	var out []api.RunInfo
+	for _, ri := range ris {
+		if keep == nil || keep[ri.ID] {
+			out = append(out, api.RunInfo{ID: ri.ID, Agent: ri.Agent, Label: ri.Label, OnRewind: string(ri.OnRewind),
+				Pid: ri.Pid, Started: ri.Started, State: string(ri.State), ExitCode: ri.ExitCode})
+		}
+	}
+	return out
+}
+
+// rewind is a rewind of the mounted workspace (ADR-0038 D2/D4): first the
+// runs of the abandoned future are stopped, outside every lock (a freeze
+// waits for FUSE requests in flight, which may wait for the live lock the
+// rewind takes), and only once the cancelled ones are empty the reset
+// record, swap and invalidation; then the frozen runs are thawed. The
+// target is resolved first, so that a bad one cancels nothing.
+func (d *Daemon) rewind(p api.RewindParams) (*api.RewindResult, error) {
+	seq, err := rewind.Resolve(d.j, p.Target)
+	if err != nil {
+		return nil, err
+	}
+	var active []agents.RunInfo // runs with a process left, keep excluded
+	for _, ri := range d.runs.Active() {
+		if ri.OnRewind != agents.PolicyKeep {
+			active = append(active, ri)
+		}
+	}
+	if p.NoCancel && len(active) > 0 {
+		ids := make([]string, len(active))
+		for i, ri := range active {
+			ids[i] = ri.ID
+		}
+		return nil, &api.Error{Code: api.CodeServer,
+			Message: fmt.Sprintf("rewind: %d runs active (%s) and --no-cancel: not cancelling them", len(ids), strings.Join(ids, ", ")),
+			Data:    api.ErrorData{Kind: api.KindRunsActive, Exit: api.KindRunsActive.Exit()}}
+	}
+	r := &api.RewindResult{}
+	if !p.NoCancel {
+		stopped, err := d.runs.StopForRewind(agents.DefaultGrace)
+		if err != nil {
+			if rerr := d.runs.Resume(stopped); rerr != nil {
+				d.log.Warn().Err(rerr).Msg("rewind")
+			}
+			return nil, fmt.Errorf("rewind: %w", err)
+		}
+		defer func() {
+			if err := d.runs.Resume(stopped); err != nil {
+				d.log.Warn().Err(err).Msg("rewind")
+			}
+		}()
+		// A run whose processes had all exited is forgotten, not named.
+		was := map[string]bool{}
+		for _, ri := range active {
+			was[ri.ID] = true
+		}
+		r.Cancelled, r.Frozen = runInfos(stopped.Cancelled, was), runInfos(stopped.Frozen, was)
+		r.Kept = runInfos(stopped.Kept, nil)
+	}
+	r.Rewind, err = d.svc.RW.Rewind(seq, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, ri := range r.Cancelled {
+		d.log.Info().Str("run", ri.ID).Msg("rewind cancelled the run")
+	}
+	return r, nil
 }
 
 // callRun answers the run methods of a mounted workspace.
