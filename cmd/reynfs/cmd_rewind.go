@@ -22,6 +22,9 @@ generation id (g3), -N (N generations back on the current path) or a label. A re
 record is appended and synced first; nothing is deleted: the abandoned future stays
 as an inactive branch ('reynfs log --all'), and rewinding to the seq just before the
 reset record restores it. Handles opened before the rewind fail with ESTALE.
+Runs started with 'reynfs run' are stopped first: cancelled (--on-rewind kill, the
+default), frozen across the rewind (freeze) or left alone (keep), and the output names
+them; --no-cancel refuses the rewind (exit 1, runs_active) while such a run is going.
 On an unmounted store the store is rewound and the next mount shows the result.
 
 ` + exitCodeHelp,
