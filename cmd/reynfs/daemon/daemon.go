@@ -79,6 +79,7 @@ type Daemon struct {
 	handlers    sync.WaitGroup // control requests being answered
 	dirf        *os.File       // the project directory, opened before the mount covers it
 	runs        *agents.Runs   // the runs started with `reynfs run`
+	runEvents   runBroker      // run.started and run.exited for the subscriptions
 }
 
 // Start opens the store, brings the tree up to date with the project

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/agents/api"
@@ -72,6 +73,7 @@ func (d *Daemon) runAttach(p api.RunAttachParams) (*api.EmptyResult, error) {
 	if err := d.runs.Attach(run, p.Pid); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	d.runEvent(api.EventRunStarted, run)
 	return &api.EmptyResult{}, nil
 }
 
@@ -81,6 +83,7 @@ func (d *Daemon) runExited(p api.RunExitedParams) (*api.EmptyResult, error) {
 		return nil, err
 	}
 	run.Exited(p.Code)
+	d.runEvent(api.EventRunExited, run)
 	d.log.Info().Str("run", run.ID).Int("code", p.Code).Msg("run exited")
 	return &api.EmptyResult{}, nil
 }
@@ -194,4 +197,62 @@ func result[R api.Result](r R, err error) (api.Result, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// runBroker hands run events to the subscriptions: they are no journal
+// records, so the tails cannot read them from the journal.
+type runBroker struct {
+	mu   sync.Mutex
+	subs map[*runSub]struct{}
+}
+
+// runSub is one subscription's queue; lost is closed when it overflowed
+// (the subscription then ends with dropped, as for the journal's events).
+type runSub struct {
+	ch   chan api.Event
+	lost chan struct{}
+}
+
+func (b *runBroker) add() *runSub {
+	s := &runSub{ch: make(chan api.Event, 64), lost: make(chan struct{})}
+	b.mu.Lock()
+	if b.subs == nil {
+		b.subs = map[*runSub]struct{}{}
+	}
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+func (b *runBroker) remove(s *runSub) {
+	b.mu.Lock()
+	delete(b.subs, s)
+	b.mu.Unlock()
+}
+
+// publish never waits: a subscription whose queue is full is marked lost.
+func (b *runBroker) publish(ev api.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			select {
+			case <-s.lost:
+			default:
+				close(s.lost)
+			}
+		}
+	}
+}
+
+// runEvent publishes a run.* event for run.
+func (d *Daemon) runEvent(typ string, run *agents.Run) {
+	h, err := headOf(d.j)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("run event: read the head")
+	}
+	ri := runInfos([]agents.RunInfo{run.Info()}, nil)[0]
+	d.runEvents.publish(api.Event{Type: typ, Head: h, Run: &ri})
 }

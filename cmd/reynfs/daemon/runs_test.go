@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"bufio"
 	"encoding/json"
+	"net"
 	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -116,6 +119,73 @@ func TestDispatchRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := runs.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunEvents: a subscription sees run.started when a run is attached
+// and run.exited with its code when it exits, after init.
+func TestRunEvents(t *testing.T) {
+	j, err := journal.Open(t.TempDir(), journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	runs, err := agents.NewRuns(agents.Options{StoreID: "events-test", ForceFallback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{j: j, log: zerolog.Nop(), done: make(chan struct{}), runs: runs, svc: &Service{J: j}}
+	server, client := net.Pipe()
+	defer client.Close()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer server.Close()
+		d.subscribe(server, json.NewEncoder(server), api.SubscribeParams{})
+	}()
+	defer func() { <-ended }()
+	defer close(d.done)
+	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(client)
+	next := func() api.Event {
+		t.Helper()
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("read event: %v", err)
+		}
+		var n api.Notification
+		if err := json.Unmarshal(line, &n); err != nil {
+			t.Fatalf("not an event: %q: %v", line, err)
+		}
+		return n.Params
+	}
+	if ev := next(); ev.Type != api.EventInit {
+		t.Fatalf("first event %q; want init", ev.Type)
+	}
+	var st api.RunStartResult
+	if e := rpc(t, d, api.RunStartParams{Agent: "coder"}, &st); e != nil {
+		t.Fatal(e)
+	}
+	cmd := exec.Command("true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if e := rpc(t, d, api.RunAttachParams{ID: st.ID, Pid: cmd.Process.Pid}, nil); e != nil {
+		t.Fatal(e)
+	}
+	if ev := next(); ev.Type != api.EventRunStarted || ev.Run == nil || ev.Run.ID != st.ID || ev.Run.Agent != "coder" || ev.Run.Pid != cmd.Process.Pid {
+		t.Fatalf("event %+v (run %+v); want run.started of %s", ev, ev.Run, st.ID)
+	}
+	_ = cmd.Wait()
+	if e := rpc(t, d, api.RunExitedParams{ID: st.ID, Code: 3}, nil); e != nil {
+		t.Fatal(e)
+	}
+	if ev := next(); ev.Type != api.EventRunExited || ev.Run == nil || ev.Run.ID != st.ID || ev.Run.State != "exited" || ev.Run.ExitCode != 3 {
+		t.Fatalf("event %+v (run %+v); want run.exited of %s with code 3", ev, ev.Run, st.ID)
+	}
+	if err := runs.Get(st.ID).Remove(); err != nil {
 		t.Fatal(err)
 	}
 }
