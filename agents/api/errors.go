@@ -17,6 +17,7 @@ const (
 	KindStaleMount          Kind = "stale_mount"          // a mount is left whose daemon is dead
 	KindRewindInProgress    Kind = "rewind_in_progress"   // the workspace is being rewound
 	KindPermissionDenied    Kind = "permission_denied"    // the caller is neither the mount's owner nor root
+	KindRunsActive          Kind = "runs_active"          // a rewind that may not cancel found runs going
 	KindUnsupportedProtocol Kind = "unsupported_protocol" // hello asked for a major version not served
 	KindInternal            Kind = "internal"             // a bug in reynfs
 	KindFailed              Kind = "failed"               // anything else: the operation failed

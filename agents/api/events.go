@@ -34,6 +34,8 @@ const (
 	EventRewind     = "rewind"
 	EventWrites     = "writes"
 	EventDropped    = "dropped"
+	EventRunStarted = "run.started" // a run's first process was attached
+	EventRunExited  = "run.exited"  // a run's first process exited
 )
 
 // Event is one thing that happened to the workspace, in journal order.
@@ -46,6 +48,7 @@ type Event struct {
 	Rewind     *RewindEvent `json:"rewind,omitempty"`     // rewind
 	Writes     *WritesEvent `json:"writes,omitempty"`     // writes
 	Reason     string       `json:"reason,omitempty"`     // dropped
+	Run        *RunInfo     `json:"run,omitempty"`        // run.started, run.exited
 }
 
 // RewindEvent is a reset record: history after ToSeq was abandoned.

@@ -135,6 +135,10 @@ type SeqResult struct {
 type RewindParams struct {
 	Target string `json:"target"`
 	Dry    bool   `json:"dry,omitempty"` // only say what would change
+	// NoCancel refuses the rewind (runs_active) while a run that is not
+	// started with --on-rewind keep still has a process, instead of
+	// cancelling or freezing it.
+	NoCancel bool `json:"no_cancel,omitempty"`
 }
 
 func (RewindParams) Method() string   { return "rewind" }
@@ -144,6 +148,11 @@ func (p RewindParams) readOnly() bool { return p.Dry }
 type RewindResult struct {
 	Reply
 	Rewind *rewind.Result `json:"rewind"`
+	// The runs the rewind cancelled (on-rewind kill), froze across the
+	// swap and thawed after it (freeze), and left alone (keep).
+	Cancelled []RunInfo `json:"cancelled,omitempty"`
+	Frozen    []RunInfo `json:"frozen,omitempty"`
+	Kept      []RunInfo `json:"kept,omitempty"`
 }
 
 // RestoreParams brings one path back from a state.
@@ -233,6 +242,11 @@ type Status struct {
 	// PrivateHistory: only the mount's owner and root may browse the
 	// views (mount --private-history, remembered in the store).
 	PrivateHistory bool `json:"private_history"`
+	// RunMode is how `reynfs run` tracks runs (cgroup2, or process-group
+	// where no cgroup2 is writable) and RunModeReason why; empty on an
+	// unmounted store.
+	RunMode       string `json:"run_mode,omitempty"`
+	RunModeReason string `json:"run_mode_reason,omitempty"`
 }
 
 // Gen describes a generation that was cut.

@@ -33,6 +33,10 @@ var methods = []struct {
 	{AgentListParams{}, &AgentListResult{}},
 	{AgentShowParams{}, &AgentShowResult{}},
 	{SubscribeParams{}, &SubscribeResult{}},
+	{RunStartParams{}, &RunStartResult{}},
+	{RunAttachParams{}, &EmptyResult{}},
+	{RunExitedParams{}, &EmptyResult{}},
+	{RunsParams{}, &RunsResult{}},
 }
 
 // Schema is the JSON schema of the protocol, generated from the Go types:

@@ -16,7 +16,7 @@ import (
 func newRewindCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
-	var dry, asJSON bool
+	var dry, asJSON, noCancel bool
 	cmd := &cobra.Command{
 		Use:   "rewind TARGET [--dry-run]",
 		Short: "Move the whole workspace back to a retained point (append-only)",
@@ -25,19 +25,25 @@ generation id (g3), -N (N generations back on the current path) or a label. A re
 record is appended and synced first; nothing is deleted: the abandoned future stays
 as an inactive branch ('reynfs log --all'), and rewinding to the seq just before the
 reset record restores it. Handles opened before the rewind fail with ESTALE.
+Runs started with 'reynfs run' are stopped first: cancelled (--on-rewind kill, the
+default), frozen across the rewind (freeze) or left alone (keep), and the output names
+them; --no-cancel refuses the rewind (exit 1, runs_active) while such a run is going.
 On an unmounted store the store is rewound and the next mount shows the result.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp api.RewindResult
-			if err := call(cmd.Context(), o, dir, api.RewindParams{Target: args[0], Dry: dry}, &resp); err != nil {
+			if err := call(cmd.Context(), o, dir, api.RewindParams{Target: args[0], Dry: dry, NoCancel: noCancel}, &resp); err != nil {
 				return err
 			}
 			if asJSON {
 				return printJSON(resp.Rewind)
 			}
 			printRewind(resp.Rewind, dry)
+			printRuns("cancelled", resp.Cancelled)
+			printRuns("froze and thawed", resp.Frozen)
+			printRuns("kept", resp.Kept)
 			if !dry {
 				printResume(cmd.Context(), o, dir, resp.Rewind.Target)
 			}
@@ -46,6 +52,7 @@ On an unmounted store the store is rewound and the next mount shows the result.
 	}
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would change, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&noCancel, "no-cancel", false, "refuse (runs_active) rather than cancel or freeze runs still going")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
@@ -90,5 +97,16 @@ func printResume(ctx context.Context, o storeOptions, dir string, seq uint64) {
 		if line := hooks.Resume(st.Data); line != "" {
 			fmt.Printf("agent %s: resume its conversation with: %s\n", tool, line)
 		}
+	}
+}
+
+// printRuns names the runs a rewind cancelled, froze or kept.
+func printRuns(what string, runs []api.RunInfo) {
+	for _, r := range runs {
+		fmt.Printf("%s run %s (pid %d", what, r.ID, r.Pid)
+		if r.Agent != "" {
+			fmt.Printf(", agent %s", r.Agent)
+		}
+		fmt.Println(")")
 	}
 }

@@ -90,6 +90,7 @@ func printStatus(s *api.Status, asJSON bool) {
 	fmt.Printf("size:     %s on disk\n", human(s.StoreBytes))
 	if s.Mounted {
 		fmt.Printf("inodes:   %d, %s buffered\n", s.Inodes, human(int64(s.Buffered)))
+		fmt.Printf("runs:     %s (%s)\n", s.RunMode, s.RunModeReason)
 	}
 }
 

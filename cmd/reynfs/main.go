@@ -154,7 +154,8 @@ journal record with a global sequence number and all content is stored once, by 
 		return fmt.Errorf("%w: %v", errUsage, err)
 	})
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
-		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(), newHookCommand(), newIntegrateCommand())
+		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(),
+		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand())
 	return root
 }
 

@@ -74,12 +74,12 @@ func (d *Daemon) serve(c net.Conn) {
 	if !ok {
 		return
 	}
-	cred, err := peerCred(uc)
+	cred, err := api.PeerCred(uc)
 	if err != nil {
 		d.log.Error().Err(err).Msg("control socket: cannot tell who connected; refused")
 		return
 	}
-	if !trusted(cred.Uid, owner) {
+	if !api.Trusted(cred.Uid, owner) {
 		d.log.Warn().Uint32("uid", cred.Uid).Int32("pid", cred.Pid).Msg("control socket: refused a caller who is neither the mount's owner nor root")
 		resp := errorResponse(nil, &api.Error{Code: api.CodeServer,
 			Message: fmt.Sprintf("control socket: uid %d is neither the mount's owner (uid %d) nor root: refused", cred.Uid, owner),
@@ -201,12 +201,14 @@ func (d *Daemon) Status() (*Status, error) {
 		return nil, err
 	}
 	inodes, buffered := d.live.Counts()
+	mode, why := d.runs.Mode()
 	return &Status{
 		Mounted: true, Dir: d.cfg.Dir, Mountpoint: d.cfg.Mountpoint, Store: d.cfg.Store, Pid: os.Getpid(),
 		HeadSeq: d.j.Head(), Records: d.j.Head(), Objects: objs, ObjectBytes: bytes,
 		StoreBytes: size, Inodes: inodes, Buffered: buffered,
 		Uptime:    time.Since(d.started).Round(time.Second).String(),
 		ViewsName: d.views, PrivateHistory: d.private,
+		RunMode: string(mode), RunModeReason: why,
 	}, nil
 }
 

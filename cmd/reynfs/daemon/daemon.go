@@ -78,6 +78,8 @@ type Daemon struct {
 	ln          net.Listener
 	handlers    sync.WaitGroup // control requests being answered
 	dirf        *os.File       // the project directory, opened before the mount covers it
+	runs        *agents.Runs   // the runs started with `reynfs run`
+	runEvents   runBroker      // run.started and run.exited for the subscriptions
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -154,11 +156,15 @@ func Start(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if d.runs, err = openRuns(cfg.Store); err != nil {
+		return fail(err)
+	}
 	rw := &rewind.Rewinder{J: j, Live: d.live, Agents: agents.NewRegistry(states)}
 	d.svc = &Service{J: j, Live: d.live, RW: rw, Views: d.views}
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
 		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: d.private})
 	if err != nil {
+		_ = d.runs.Close() // no run exists yet
 		return fail(err)
 	}
 	rw.Inv = d.fs
@@ -329,6 +335,7 @@ func (d *Daemon) finish() {
 			err = d.writeback(t, g.Root)
 		}
 		d.closeDir()
+		d.closeRuns()
 		if cerr := d.j.Close(); err == nil {
 			err = cerr
 		}

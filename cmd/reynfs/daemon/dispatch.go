@@ -158,6 +158,9 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
+		if d != nil && !p.Dry {
+			return result(d.rewind(p))
+		}
 		r := &api.RewindResult{}
 		r.Rewind, err = s.Rewind(p.Target, p.Dry)
 		return r, err
@@ -177,6 +180,11 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		r := &api.GCResult{}
 		r.GC, err = s.GC(p.Keep, p.Dry)
 		return r, err
+	case api.RunStartParams{}.Method(), api.RunAttachParams{}.Method(), api.RunExitedParams{}.Method(), api.RunsParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		return d.callRun(method, raw)
 	case api.AgentSaveParams{}.Method():
 		p, err := params[api.AgentSaveParams](raw)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/reynfs/reynfs/agents/api"
 	"golang.org/x/sys/unix"
@@ -224,27 +223,3 @@ const logName = "reynfs.log"
 
 // LogPath is the daemon's log file.
 func LogPath(store string) string { return filepath.Join(store, logName) }
-
-// peerCred returns the credentials of the process at the other end of a
-// unix socket (for a client, the server as it was when it listened).
-func peerCred(c syscall.Conn) (*unix.Ucred, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	if cerr != nil {
-		return nil, fmt.Errorf("SO_PEERCRED: %w", cerr)
-	}
-	return cred, nil
-}
-
-// trusted reports whether uid may talk to a daemon run by owner, or serve
-// a client run by owner: the same user, or root.
-func trusted(uid, owner uint32) bool { return uid == owner || uid == 0 }

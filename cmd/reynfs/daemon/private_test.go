@@ -217,8 +217,8 @@ func TestTrusted(t *testing.T) {
 		uid, owner uint32
 		ok         bool
 	}{{1000, 1000, true}, {0, 1000, true}, {1001, 1000, false}, {65534, 0, false}, {0, 0, true}} {
-		if trusted(c.uid, c.owner) != c.ok {
-			t.Errorf("trusted(%d, %d) = %v", c.uid, c.owner, !c.ok)
+		if api.Trusted(c.uid, c.owner) != c.ok {
+			t.Errorf("api.Trusted(%d, %d) = %v", c.uid, c.owner, !c.ok)
 		}
 	}
 }

@@ -86,11 +86,21 @@ func (d *Daemon) tail(events chan<- api.Event, quit <-chan struct{}, dropped *at
 	last := h.Seq
 	t := time.NewTicker(eventTick)
 	defer t.Stop()
+	rs := d.runEvents.add()
+	defer d.runEvents.remove(rs)
 	for {
 		select {
 		case <-quit:
 			return
 		case <-d.done:
+			return
+		case ev := <-rs.ch:
+			if !push(ev) {
+				return
+			}
+			continue
+		case <-rs.lost:
+			dropped.Store(true)
 			return
 		case <-t.C:
 		}

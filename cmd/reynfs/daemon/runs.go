@@ -1,0 +1,258 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/reynfs/reynfs/agents"
+	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+// openRuns starts the registry of the runs of this store. The subtree is
+// named after the store's absolute path, so two stores mounted at once
+// never share a cgroup, and a store remounted finds the same name.
+func openRuns(store string) (*agents.Runs, error) {
+	abs, err := filepath.Abs(store)
+	if err != nil {
+		return nil, fmt.Errorf("open runs: %w", err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return agents.NewRuns(agents.Options{StoreID: hex.EncodeToString(sum[:8])})
+}
+
+// closeRuns forgets the runs whose processes are all gone and removes the
+// store's cgroup; a run with a process left keeps it (logged), since
+// removing a populated cgroup fails anyway.
+func (d *Daemon) closeRuns() {
+	for _, ri := range d.runs.List() {
+		if run := d.runs.Get(ri.ID); run != nil {
+			if err := run.Remove(); err != nil {
+				d.log.Warn().Err(err).Msg("unmount")
+			}
+		}
+	}
+	if err := d.runs.Close(); err != nil {
+		d.log.Warn().Err(err).Msg("unmount")
+	}
+}
+
+// runOf finds a run by id for run.attach and run.exited.
+func (d *Daemon) runOf(id string) (*agents.Run, error) {
+	run := d.runs.Get(id)
+	if run == nil {
+		return nil, fmt.Errorf("%w: no run %q", ErrUsage, id)
+	}
+	return run, nil
+}
+
+func (d *Daemon) runStart(p api.RunStartParams) (*api.RunStartResult, error) {
+	pol, err := agents.ParsePolicy(p.OnRewind)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	run, err := d.runs.Create(agents.Spec{Agent: p.Agent, Label: p.Label, OnRewind: pol})
+	if err != nil {
+		return nil, err
+	}
+	mode, _ := d.runs.Mode()
+	d.log.Info().Str("run", run.ID).Str("agent", run.Agent).Str("on_rewind", string(pol)).Msg("run created")
+	return &api.RunStartResult{ID: run.ID, CgroupDir: run.CgroupDir(), Mode: string(mode)}, nil
+}
+
+func (d *Daemon) runAttach(p api.RunAttachParams) (*api.EmptyResult, error) {
+	run, err := d.runOf(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.runs.Attach(run, p.Pid); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	d.runEvent(api.EventRunStarted, run)
+	return &api.EmptyResult{}, nil
+}
+
+func (d *Daemon) runExited(p api.RunExitedParams) (*api.EmptyResult, error) {
+	run, err := d.runOf(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	run.Exited(p.Code)
+	d.runEvent(api.EventRunExited, run)
+	d.log.Info().Str("run", run.ID).Int("code", p.Code).Msg("run exited")
+	return &api.EmptyResult{}, nil
+}
+
+func (d *Daemon) listRuns() *api.RunsResult {
+	mode, why := d.runs.Mode()
+	r := &api.RunsResult{Runs: []api.RunInfo{}, Mode: string(mode), ModeReason: why}
+	r.Runs = append(r.Runs, runInfos(d.runs.List(), nil)...)
+	return r
+}
+
+// runInfos converts runs for the API, only those in keep when it is set.
+func runInfos(ris []agents.RunInfo, keep map[string]bool) []api.RunInfo {
+	var out []api.RunInfo
+	for _, ri := range ris {
+		if keep == nil || keep[ri.ID] {
+			out = append(out, api.RunInfo{ID: ri.ID, Agent: ri.Agent, Label: ri.Label, OnRewind: string(ri.OnRewind),
+				Pid: ri.Pid, Started: ri.Started, State: string(ri.State), ExitCode: ri.ExitCode})
+		}
+	}
+	return out
+}
+
+// rewind is a rewind of the mounted workspace (ADR-0038 D2/D4): first the
+// runs of the abandoned future are stopped, outside every lock (a freeze
+// waits for FUSE requests in flight, which may wait for the live lock the
+// rewind takes), and only once the cancelled ones are empty the reset
+// record, swap and invalidation; then the frozen runs are thawed. The
+// target is resolved first, so that a bad one cancels nothing.
+func (d *Daemon) rewind(p api.RewindParams) (*api.RewindResult, error) {
+	seq, err := rewind.Resolve(d.j, p.Target)
+	if err != nil {
+		return nil, err
+	}
+	var active []agents.RunInfo // runs with a process left, keep excluded
+	for _, ri := range d.runs.Active() {
+		if ri.OnRewind != agents.PolicyKeep {
+			active = append(active, ri)
+		}
+	}
+	if p.NoCancel && len(active) > 0 {
+		ids := make([]string, len(active))
+		for i, ri := range active {
+			ids[i] = ri.ID
+		}
+		return nil, &api.Error{Code: api.CodeServer,
+			Message: fmt.Sprintf("rewind: %d runs active (%s) and --no-cancel: not cancelling them", len(ids), strings.Join(ids, ", ")),
+			Data:    api.ErrorData{Kind: api.KindRunsActive, Exit: api.KindRunsActive.Exit()}}
+	}
+	r := &api.RewindResult{}
+	if !p.NoCancel {
+		stopped, err := d.runs.StopForRewind(agents.DefaultGrace)
+		if err != nil {
+			if rerr := d.runs.Resume(stopped); rerr != nil {
+				d.log.Warn().Err(rerr).Msg("rewind")
+			}
+			return nil, fmt.Errorf("rewind: %w", err)
+		}
+		defer func() {
+			if err := d.runs.Resume(stopped); err != nil {
+				d.log.Warn().Err(err).Msg("rewind")
+			}
+		}()
+		// A run whose processes had all exited is forgotten, not named.
+		was := map[string]bool{}
+		for _, ri := range active {
+			was[ri.ID] = true
+		}
+		r.Cancelled, r.Frozen = runInfos(stopped.Cancelled, was), runInfos(stopped.Frozen, was)
+		r.Kept = runInfos(stopped.Kept, nil)
+	}
+	r.Rewind, err = d.svc.RW.Rewind(seq, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, ri := range r.Cancelled {
+		d.log.Info().Str("run", ri.ID).Msg("rewind cancelled the run")
+	}
+	return r, nil
+}
+
+// callRun answers the run methods of a mounted workspace.
+func (d *Daemon) callRun(method string, raw json.RawMessage) (api.Result, error) {
+	switch method {
+	case api.RunStartParams{}.Method():
+		p, err := params[api.RunStartParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		return result(d.runStart(p))
+	case api.RunAttachParams{}.Method():
+		p, err := params[api.RunAttachParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		return result(d.runAttach(p))
+	case api.RunExitedParams{}.Method():
+		p, err := params[api.RunExitedParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		return result(d.runExited(p))
+	}
+	return d.listRuns(), nil
+}
+
+// result keeps a nil reply a nil interface: dispatch asks a non-nil one
+// for its head, and a typed nil pointer would panic there.
+func result[R api.Result](r R, err error) (api.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// runBroker hands run events to the subscriptions: they are no journal
+// records, so the tails cannot read them from the journal.
+type runBroker struct {
+	mu   sync.Mutex
+	subs map[*runSub]struct{}
+}
+
+// runSub is one subscription's queue; lost is closed when it overflowed
+// (the subscription then ends with dropped, as for the journal's events).
+type runSub struct {
+	ch   chan api.Event
+	lost chan struct{}
+}
+
+func (b *runBroker) add() *runSub {
+	s := &runSub{ch: make(chan api.Event, 64), lost: make(chan struct{})}
+	b.mu.Lock()
+	if b.subs == nil {
+		b.subs = map[*runSub]struct{}{}
+	}
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+func (b *runBroker) remove(s *runSub) {
+	b.mu.Lock()
+	delete(b.subs, s)
+	b.mu.Unlock()
+}
+
+// publish never waits: a subscription whose queue is full is marked lost.
+func (b *runBroker) publish(ev api.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			select {
+			case <-s.lost:
+			default:
+				close(s.lost)
+			}
+		}
+	}
+}
+
+// runEvent publishes a run.* event for run.
+func (d *Daemon) runEvent(typ string, run *agents.Run) {
+	h, err := headOf(d.j)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("run event: read the head")
+	}
+	ri := runInfos([]agents.RunInfo{run.Info()}, nil)[0]
+	d.runEvents.publish(api.Event{Type: typ, Head: h, Run: &ri})
+}
