@@ -18,7 +18,6 @@ type handle struct {
 	ino       uint64
 	epoch     tree.Epoch
 	appending bool
-	rdwr      bool          // opened O_RDWR: may back a shared writable mapping (syncfs.go)
 	dir       []tree.Dirent // directory snapshot taken at opendir
 	parent    uint64
 }
@@ -26,13 +25,9 @@ type handle struct {
 func (h *handle) stale() bool { return h.epoch != h.f.live.Epoch() }
 
 func (f *FS) newHandle(ino uint64, flags uint32) uint64 {
-	h := &handle{f: f, ino: ino, epoch: f.live.Epoch(), appending: flags&syscall.O_APPEND != 0,
-		rdwr: flags&syscall.O_ACCMODE == syscall.O_RDWR}
+	h := &handle{f: f, ino: ino, epoch: f.live.Epoch(), appending: flags&syscall.O_APPEND != 0}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if h.rdwr {
-		f.rdwr++
-	}
 	f.nextFh++
 	f.handles[f.nextFh] = h
 	return f.nextFh
@@ -49,9 +44,6 @@ func (f *FS) dropHandle(fh uint64) *handle {
 	defer f.mu.Unlock()
 	h := f.handles[fh]
 	delete(f.handles, fh)
-	if h != nil && h.rdwr {
-		f.rdwr--
-	}
 	return h
 }
 

@@ -57,7 +57,6 @@ type FS struct {
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
-	rdwr    int // handles opened O_RDWR (syncfs.go)
 	nextFh  uint64
 	comms   map[uint32]string
 }

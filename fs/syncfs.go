@@ -28,15 +28,9 @@ const WriteBackTimeout = 30 * time.Second
 // writable mappings) to the daemon, as syncfs(2) does: a checkpoint or a
 // rewind then sees what processes wrote through their mappings. Linux
 // does not forward syncfs itself to a FUSE server, so this only moves the
-// kernel's pages; the caller journals and syncs.
-//
-// FUSE never tells the daemon about mmap, but it is skipped when no
-// handle opened O_RDWR is open: writeback cache is off, so write(2) goes
-// straight to the daemon and only a shared writable mapping leaves dirty
-// pages in the kernel; such a mapping needs a descriptor opened O_RDWR,
-// keeps that file (and so its handle: RELEASE comes after munmap) alive,
-// and the kernel writes its pages back when it is unmapped, before the
-// release (fuse_vma_close).
+// kernel's pages; the caller journals and syncs. The daemon cannot skip it
+// when nothing is mapped: FUSE never tells it about mmap (without
+// writeback cache the pages go dirty in the kernel alone).
 //
 // The syncfs runs in the syncer, a helper process (this binary again)
 // started with the mount, never in the daemon: the kernel waits for this
@@ -52,12 +46,6 @@ const WriteBackTimeout = 30 * time.Second
 // reaper, and replaced at the next call. Never call it from a handler or
 // under the live lock.
 func (f *FS) WriteBack() error {
-	f.mu.Lock()
-	mapped := f.rdwr > 0
-	f.mu.Unlock()
-	if !mapped {
-		return nil
-	}
 	if err := f.syncer.syncfs(WriteBackTimeout); err != nil {
 		return fmt.Errorf("write back dirty pages: %w", err)
 	}

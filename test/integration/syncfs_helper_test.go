@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The checkpoint's and rewind's syncfs runs in one helper process per
@@ -88,13 +85,6 @@ func TestSyncfsHelperLivesWithMount(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "a"), []byte("a\n"), 0o644)
 	m := mountProject(t, dir)
 	helper := oneSyncfsHelper(t, m)
-	// A descriptor open O_RDWR could back a shared writable mapping, so
-	// every checkpoint below asks the helper for a syncfs.
-	rw, err := os.OpenFile(filepath.Join(dir, "a"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rw.Close() })
 	for i := range 5 {
 		writeFile(t, filepath.Join(dir, "a"), []byte(strconv.Itoa(i)), 0o644)
 		checkpointOK(t, m, "c"+strconv.Itoa(i))
@@ -118,40 +108,6 @@ func TestSyncfsHelperLivesWithMount(t *testing.T) {
 		helper = h
 	}
 
-	// With no descriptor open O_RDWR no page can be dirty in the kernel,
-	// and a checkpoint skips the syncfs: a killed helper stays unreplaced.
-	rw.Close()
-	if err := syscall.Kill(helper, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 helper %d: %v", helper, err)
-	}
-	if !waitPidGone(helper, 5*time.Second) {
-		t.Fatalf("syncfs helper %d alive 5s after kill -9", helper)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for { // the kernel's RELEASE of rw is asynchronous
-		checkpointOK(t, m, "no-rdwr")
-		if len(syncfsHelpers(t, m.pid)) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpoints with no O_RDWR descriptor open still ask for a syncfs")
-		}
-		// a helper started for a RELEASE not yet arrived: kill it, try again
-		for _, h := range syncfsHelpers(t, m.pid) {
-			_ = syscall.Kill(h, syscall.SIGKILL)
-			waitPidGone(h, 5*time.Second)
-		}
-	}
-
-	// The next syncfs (a descriptor open O_RDWR again) starts a helper.
-	rw2, err := os.OpenFile(filepath.Join(dir, "a"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkpointOK(t, m, "rdwr-again")
-	helper = oneSyncfsHelper(t, m)
-	rw2.Close()
-
 	m.Unmount()
 	if !waitPidGone(helper, 5*time.Second) {
 		t.Fatalf("syncfs helper %d still running 5s after unmount", helper)
@@ -167,32 +123,5 @@ func TestSyncfsHelperDiesWithDaemon(t *testing.T) {
 	if !waitPidGone(helper, 5*time.Second) {
 		_ = syscall.Kill(helper, syscall.SIGKILL)
 		t.Fatalf("syncfs helper %d still running 5s after kill -9 of its daemon", helper)
-	}
-}
-
-// TestMmapDirtyAfterClose: a checkpoint skips the syncfs only when no
-// handle is open O_RDWR; a shared mapping whose descriptor was closed
-// keeps its handle open (RELEASE waits for munmap), so its dirty pages,
-// never msync'd, still reach the checkpoint.
-func TestMmapDirtyAfterClose(t *testing.T) {
-	m := mountProject(t, t.TempDir())
-	p := filepath.Join(m.Dir, "mapped.bin")
-	size := 64 << 10
-	want := bytes.Repeat([]byte("0123456789abcdef"), size/16)
-	writeFile(t, p, want, 0o644)
-	fd, mem := coreMmap(t, p, size)
-	unix.Close(fd)
-	t.Cleanup(func() { _ = unix.Munmap(mem) })
-	copy(mem[5000:], "DIRTY, fd closed")
-	copy(want[5000:], "DIRTY, fd closed")
-	rwCheckpoint(t, m, "dirty")
-	gens := rwLog(t, m).Gens
-	got, err := os.ReadFile(filepath.Join(m.Dir, ".reynfs", "generations", fmt.Sprintf("g%d", gens[0].ID), "mapped.bin"))
-	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("a checkpoint cut while a shared mapping (its descriptor closed) has dirty pages misses them: view differs at %d (%v)",
-			coreFirstDiff(got, want), err)
-	}
-	if err := unix.Munmap(mem); err != nil {
-		t.Fatal(err)
 	}
 }
