@@ -173,6 +173,10 @@ func (r *Runs) openCgroup(opts Options) error {
 			return fmt.Errorf("cgroup2 at %s has no %s (kernel before 5.14?)", base, f)
 		}
 	}
+	// Checked, and removed again while it is empty: the first run makes
+	// it, so a daemon killed before any run leaves no cgroup behind (one
+	// with runs left by a killed daemon stays; EBUSY).
+	_ = syscall.Rmdir(dir)
 	r.dir = dir
 	r.cgPath = filepath.Join(root, "reynfs", opts.StoreID)
 	r.reason = "cgroup2 at " + dir
@@ -230,7 +234,11 @@ func (r *Runs) Create(spec Spec) (*Run, error) {
 	}
 	if r.mode == ModeCgroup {
 		run.dir = filepath.Join(r.dir, id)
-		if err := os.Mkdir(run.dir, 0o755); err != nil {
+		err := os.MkdirAll(r.dir, 0o755) // the store's cgroup, made at the first run
+		if err == nil {
+			err = os.Mkdir(run.dir, 0o755)
+		}
+		if err != nil {
 			r.mu.Lock()
 			delete(r.runs, id)
 			r.mu.Unlock()
