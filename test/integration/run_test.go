@@ -264,3 +264,36 @@ func TestRunFrozenAcrossRewind(t *testing.T) {
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 }
+
+// TestRunEndsWithUnmount: a run still going when its workspace is
+// unmounted is cancelled (it would otherwise write into the directory
+// behind reynfs's back), and its processes, even one whose `reynfs run`
+// was killed, are gone within the grace period.
+func TestRunEndsWithUnmount(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd, done, run := startRun(t, ctx, m, "--", "sh", "-c", "sleep 1000 & wait")
+	var sleeper int
+	for deadline := time.Now().Add(5 * time.Second); sleeper == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run's sleep never started (run pid %d)", run.Pid)
+		}
+		if kids := childrenOf(run.Pid); len(kids) > 0 {
+			sleeper = kids[0]
+		}
+	}
+	_ = cmd.Process.Kill() // reynfs run itself is gone: nothing forwards signals now
+	<-done
+	done <- nil
+	m.Unmount()
+	for deadline := time.Now().Add(agentsGrace + 3*time.Second); pidAlive(sleeper); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(sleeper, syscall.SIGKILL)
+			t.Fatalf("the run's sleep (pid %d) outlived the unmount of its workspace", sleeper)
+		}
+	}
+}
+
+// agentsGrace is agents.DefaultGrace, the time a cancelled run has for SIGTERM.
+const agentsGrace = 2 * time.Second

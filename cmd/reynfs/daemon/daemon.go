@@ -312,6 +312,9 @@ func (d *Daemon) flusher() {
 // Unmount unmounts the file system; finish then writes back and closes.
 // It fails while the mount is busy, and the daemon keeps serving.
 func (d *Daemon) Unmount() error {
+	// The workspace's runs end with it, first (their cwd would keep the
+	// mount busy); no lock is held, so their in-flight requests finish.
+	d.cancelRuns()
 	if err := d.live.Sync(tree.Caller{Comm: "reynfs"}); err != nil {
 		return err
 	}
@@ -327,6 +330,7 @@ func (d *Daemon) Unmount() error {
 func (d *Daemon) finish() {
 	d.unmountOnce.Do(func() {
 		defer close(d.done)
+		d.closeRuns() // before the write-back: a run left going would write under it
 		g, err := d.svc.RW.Cut(rewind.KindAuto, "unmount")
 		if err == nil {
 			d.live.Lock()
@@ -335,7 +339,6 @@ func (d *Daemon) finish() {
 			err = d.writeback(t, g.Root)
 		}
 		d.closeDir()
-		d.closeRuns()
 		if cerr := d.j.Close(); err == nil {
 			err = cerr
 		}

@@ -26,10 +26,13 @@ func openRuns(store string) (*agents.Runs, error) {
 	return agents.NewRuns(agents.Options{StoreID: hex.EncodeToString(sum[:8])})
 }
 
-// closeRuns forgets the runs whose processes are all gone and removes the
-// store's cgroup; a run with a process left keeps it (logged), since
-// removing a populated cgroup fails anyway.
+// closeRuns ends the workspace's runs with its mount: a run still going
+// is cancelled as a rewind would (SIGTERM, the grace period, then killed),
+// since what it writes now would land in the directory behind reynfs's
+// back; then the runs are forgotten and the store's cgroup removed. A run
+// that cannot be emptied keeps its cgroup (logged).
 func (d *Daemon) closeRuns() {
+	d.cancelRuns()
 	for _, ri := range d.runs.List() {
 		if run := d.runs.Get(ri.ID); run != nil {
 			if err := run.Remove(); err != nil {
@@ -39,6 +42,19 @@ func (d *Daemon) closeRuns() {
 	}
 	if err := d.runs.Close(); err != nil {
 		d.log.Warn().Err(err).Msg("unmount")
+	}
+}
+
+// cancelRuns cancels every run still going (SIGTERM, the grace period,
+// then killed), as a rewind would.
+func (d *Daemon) cancelRuns() {
+	for _, ri := range d.runs.Active() {
+		if run := d.runs.Get(ri.ID); run != nil {
+			d.log.Warn().Str("run", ri.ID).Int("pid", ri.Pid).Msg("unmount: cancelling a run still going")
+			if err := run.Cancel(agents.DefaultGrace); err != nil {
+				d.log.Warn().Err(err).Msg("unmount")
+			}
+		}
 	}
 }
 
