@@ -1,0 +1,158 @@
+package rewind
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestQuiet: a directory that still holds base, untouched since, is quiet;
+// a change that keeps type, mode, size and mtime (only ctime tells), an
+// entry added, removed or renamed deeper down, and, with the clock stepped
+// back (since in the future), a change the stat check sees are not
+// (DESIGN invariant 14).
+func TestQuiet(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(src string) error
+	}{
+		{"same size, mtime put back", func(src string) error {
+			p := filepath.Join(src, "d", "e", "f")
+			st, err := os.Stat(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(p, []byte("f2\n"), 0o644); err != nil {
+				return err
+			}
+			return os.Chtimes(p, st.ModTime(), st.ModTime())
+		}},
+		{"chmod and back", func(src string) error {
+			p := filepath.Join(src, "d", "e", "f")
+			if err := os.Chmod(p, 0o600); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o644)
+		}},
+		{"entry added", func(src string) error { return os.WriteFile(filepath.Join(src, "d", "e", "g"), nil, 0o644) }},
+		{"renamed", func(src string) error {
+			return os.Rename(filepath.Join(src, "d", "e", "f"), filepath.Join(src, "d", "f"))
+		}},
+		{"symlink replaced", func(src string) error {
+			if err := os.Remove(filepath.Join(src, "l")); err != nil {
+				return err
+			}
+			return os.Symlink("b", filepath.Join(src, "l"))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newTreeMaker()
+			src := t.TempDir()
+			writeFile(t, filepath.Join(src, "a"), "a1\n")
+			writeFile(t, filepath.Join(src, "d", "e", "f"), "f1\n")
+			if err := os.Symlink("a", filepath.Join(src, "l")); err != nil {
+				t.Fatal(err)
+			}
+			base := m.tree(t, src, nil)
+			top, err := OpenDir(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer top.Close()
+			// The cutoff lies between the files' creation and the change,
+			// clear of the kernel's coarse clock on either side.
+			time.Sleep(60 * time.Millisecond)
+			cutoff := time.Now().Add(-30 * time.Millisecond).UnixNano()
+			quiet := func() bool {
+				t.Helper()
+				q, err := quietSince(top, base, cutoff)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return q
+			}
+			if !quiet() {
+				t.Fatal("untouched directory not quiet")
+			}
+			if err := c.change(src); err != nil {
+				t.Fatal(err)
+			}
+			if quiet() {
+				t.Errorf("%s underneath: quiet", c.name)
+			}
+		})
+	}
+	// Clock stepped back: every ctime is before since, yet a size that
+	// differs from base is a change.
+	m := newTreeMaker()
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "d", "a"), "a1\n")
+	base := m.tree(t, src, nil)
+	top, err := OpenDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	since := time.Now().Add(time.Hour).UnixNano()
+	if k, err := UnderneathSince(m.store, top, base, base, nil, since); err != nil || len(k.List) != 0 {
+		t.Fatalf("untouched: kept %v, %v", k.List, err)
+	}
+	writeFile(t, filepath.Join(src, "d", "a"), "a-longer\n")
+	if q, err := Quiet(top, base, since); q || err != nil {
+		t.Errorf("d/a with a new size: quiet (%v) with since in the future", err)
+	}
+	if k, err := UnderneathSince(m.store, top, base, base, nil, since); err != nil || len(k.List) != 1 || k.List[0] != "d/a" {
+		t.Errorf("d/a changed: kept %v, %v", k.List, err)
+	}
+}
+
+// BenchmarkUnderneath measures the check for writes underneath at
+// unmount on 10,000 files in 100 directories with nothing changed: the
+// full comparison (no recorded time) and the ctime walk.
+func BenchmarkUnderneath(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a 10,000-file tree")
+	}
+	m := newTreeMaker()
+	src := b.TempDir()
+	for d := range 100 {
+		dir := filepath.Join(src, fmt.Sprintf("d%02d", d))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 100 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", f)), []byte(fmt.Sprintf("%060d", f)), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	im := &Importer{Store: m.store, Alloc: func() (uint64, error) { m.next++; return m.next - 1, nil }}
+	base, err := im.Import(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	top, err := OpenDir(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer top.Close()
+	if q, err := Quiet(top, base, time.Now().UnixNano()+int64(QuietSlack)); !q || err != nil {
+		b.Fatalf("untouched tree not quiet: %v", err)
+	}
+	for _, c := range []struct {
+		name  string
+		since int64
+	}{{"full", 0}, {"since", time.Now().UnixNano() + int64(QuietSlack)}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				k, err := UnderneathSince(m.store, top, base, base, nil, c.since)
+				if err != nil || len(k.List) != 0 {
+					b.Fatalf("kept %v, %v", k.List, err)
+				}
+			}
+		})
+	}
+}
