@@ -42,6 +42,10 @@ type Importer struct {
 	// Ctx, if set, cancels the import (Ctrl-C during a long first mount):
 	// Import then returns its error and nothing has been committed.
 	Ctx context.Context
+	// Since, if set (Unix ns), is read in full even when its stat matches
+	// Base for a file whose ctime is at or after it: a same-size write
+	// with its mtime put back (UnderneathSince).
+	Since int64
 
 	t     *tree.Tree
 	links map[[2]uint64]uint64 // native (dev, ino) -> our ino, for hard links
@@ -235,7 +239,7 @@ func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, ba
 			f = os.NewFile(uintptr(fd), rel)
 		}
 	case syscall.S_IFREG:
-		if !unchanged(base, &st) {
+		if !unchanged(base, &st) || (im.Since > 0 && ctime(&st) >= im.Since) {
 			var fd int
 			fd, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 			if err == nil {

@@ -27,9 +27,13 @@ const QuietSlack = time.Second
 // mtime (what a clock stepped back would not hide), nothing changed and
 // nothing is imported: one fstatat per entry instead of an import that
 // reads every xattr and builds and hashes a third tree. Anything else takes
-// the full comparison, as do pinned paths (base is not what they hold).
+// the full comparison, as do pinned paths (base is not what they hold);
+// there a file touched since is read even when its stat matches base.
 func UnderneathSince(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet, since int64) (Kept, error) {
-	if since > 0 && len(pin) == 0 {
+	if since <= 0 {
+		return Underneath(store, top, base, t, pin)
+	}
+	if len(pin) == 0 {
 		q, err := Quiet(top, base, since)
 		if err != nil {
 			return Kept{}, err
@@ -38,7 +42,7 @@ func UnderneathSince(store cas.Store, top *os.File, base, t *tree.Tree, pin Path
 			return Kept{}, nil
 		}
 	}
-	return Underneath(store, top, base, t, pin)
+	return underneath(store, top, base, t, pin, since-int64(QuietSlack))
 }
 
 // Quiet reports whether the directory top still holds base exactly as

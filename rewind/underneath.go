@@ -40,8 +40,14 @@ type Kept struct {
 // back over it. pin are paths an earlier write-back failed on (see
 // Importer.Pin).
 func Underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet) (Kept, error) {
+	return underneath(store, top, base, t, pin, 0)
+}
+
+// underneath is Underneath reading in full every file whose ctime is at or
+// after cutoff (0: none; see Importer.Since).
+func underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet, cutoff int64) (Kept, error) {
 	next := max(base.MaxIno(), t.MaxIno()) + 1
-	im := &Importer{Store: store, Base: base, Pin: pin, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
+	im := &Importer{Store: store, Base: base, Pin: pin, Since: cutoff, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
 	u, err := im.ImportAt(top)
 	if err != nil {
 		return Kept{}, err
