@@ -255,7 +255,11 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 	}
 	baseRoot, _, _ := base.Root()
 	if root == baseRoot {
-		return t, nil // the directory holds what we wrote: serve head
+		// The directory holds what we wrote: serve head. The files the
+		// last write-back wrote have ctimes after its start; this import
+		// found them as written, so the check at unmount counts from here
+		// (a change it can see only by ctime it misses as the import does).
+		return t, d.setMetas(metaDirSince, sinceMeta(start, pins))
 	}
 	d.log.Info().Msg("project directory changed while unmounted: recording an import generation")
 	g, err := rewind.CommitImport(d.j, root, blobs, d.bootNext, "changes made while unmounted")

@@ -232,6 +232,7 @@ func (d *Daemon) writeback(t *tree.Tree, root cas.Hash) error {
 		// overwritten: stop here; the next mount redoes the write-back.
 		return fmt.Errorf("write back %s: look for changes underneath: %w", d.cfg.Dir, err)
 	}
+	d.log.Info().Dur("took", time.Since(time.Unix(0, start))).Bool("by_ctime", since > 0).Int("kept", len(kept.List)).Msg("write-back: checked for changes underneath")
 	werr := &WritebackError{Dir: d.cfg.Dir, Kept: kept.List}
 	for _, p := range kept.List {
 		d.log.Warn().Str("path", p).Msg("write-back: changed underneath the mount; kept, not overwritten")
