@@ -343,7 +343,11 @@ func (im *Importer) content(f *os.File, rel string, ino uint64, st *unix.Stat_t,
 			r.Chunks = append(r.Chunks, journal.Chunk{Index: uint64(i), Hash: h})
 		}
 	} else {
-		size, err := im.readChunks(f, rel, r)
+		var like *tree.Node
+		if unchanged(base, st) {
+			like = base // read only because its ctime is recent (Since)
+		}
+		size, err := im.readChunks(f, rel, r, like)
 		if err != nil {
 			return err
 		}
@@ -356,14 +360,22 @@ func (im *Importer) content(f *os.File, rel string, ino uint64, st *unix.Stat_t,
 }
 
 // readChunks stores the file's chunks and lists them in r; all-zero
-// chunks become holes.
-func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record) (uint64, error) {
+// chunks become holes. like, if set, is the base node whose stat the file
+// matched: a slot that reads as like's keeps like's hash. A tree stores a
+// chunk shorter than its slot (a write, then a grow: the rest reads as
+// zeros) and may keep zeros as data, while a read stores the slot whole
+// and zeros as a hole; without this a file nobody touched since base
+// would differ from it by hash alone and be taken for a change underneath
+// (DESIGN invariant 14).
+func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record, like *tree.Node) (uint64, error) {
 	var size uint64
 	for idx := uint64(0); ; idx++ {
 		n, rerr := io.ReadFull(f, im.buf)
 		if n > 0 {
 			var h cas.Hash
-			if !zero(im.buf[:n]) {
+			if lh, ok := im.sameSlot(like, idx, im.buf[:n]); ok {
+				h = lh
+			} else if !zero(im.buf[:n]) {
 				var err error
 				if h, err = im.Store.Put(im.buf[:n]); err != nil {
 					return 0, fmt.Errorf("import %s: %w", rel, err)
@@ -380,6 +392,20 @@ func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record) (uint6
 			return 0, fmt.Errorf("import %s: %w", rel, rerr)
 		}
 	}
+}
+
+// sameSlot returns like's hash for chunk slot idx if b is what that slot
+// reads as (false without like, or if the chunk cannot be read).
+func (im *Importer) sameSlot(like *tree.Node, idx uint64, b []byte) (cas.Hash, bool) {
+	if like == nil {
+		return cas.Hash{}, false
+	}
+	var h cas.Hash
+	if hs := like.ChunkHashes(); idx < uint64(len(hs)) {
+		h = hs[idx]
+	}
+	stored, err := chunkBytes(im.Store, h)
+	return h, err == nil && sameSlotBytes(stored, b)
 }
 
 func (im *Importer) xattrs(x xattrAt, rel string, ino uint64) error {

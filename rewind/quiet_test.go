@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/reynfs/reynfs/fs/tree"
+	"github.com/reynfs/reynfs/journal"
 )
 
 // TestQuiet: a directory that still holds base, untouched since, is quiet;
@@ -154,5 +158,80 @@ func BenchmarkUnderneath(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnderneathSinceShortChunks: a file the check reads in full because
+// its ctime is recent (a remount less than QuietSlack after the
+// write-back) but whose content is base's is not a change, although the
+// tree stored a chunk shorter than its slot (the rest reads as zeros:
+// fs/tree/content.go, a write followed by a grow, as mmap and sparse files
+// make) and the read stores the slot's bytes whole; a same-size change with
+// the mtime put back still is (DESIGN invariant 14). Before, such a file
+// was reported as changed underneath and the write-back kept it.
+func TestUnderneathSinceShortChunks(t *testing.T) {
+	m := newTreeMaker()
+	src := t.TempDir()
+	p := filepath.Join(src, "f")
+	writeFile(t, p, "head"+strings.Repeat("\x00", 70000-4)) // two slots, both with trailing zeros
+	writeFile(t, filepath.Join(src, "g"), "g1\n")
+	base := m.tree(t, src, nil)
+	// The tree's form of f: "head" in slot 0, a hole in slot 1.
+	fn, _ := lookupPath(base, "f")
+	h, err := m.store.Put([]byte("head"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := base.Apply(&journal.Record{Op: journal.OpData, Ino: fn.Ino, Size: fn.Size, Mtime: fn.Mtime,
+		Chunks: []journal.Chunk{{Index: 0, Hash: h}, {Index: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, blobs, err := base.Root(); err != nil || StoreBlobs(m.store, blobs) != nil {
+		t.Fatal(err)
+	}
+	// The mount changed f: the native f is base's, not the tree's.
+	msrc := t.TempDir()
+	writeFile(t, filepath.Join(msrc, "f"), "the mount's f\n")
+	writeFile(t, filepath.Join(msrc, "g"), "g1\n")
+	next := m.tree(t, msrc, nil)
+	top, err := OpenDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	since := time.Now().UnixNano() // every ctime within the slack: f is read in full
+	for _, tr := range []*tree.Tree{base, next} {
+		if k, err := UnderneathSince(m.store, top, base, tr, nil, since); err != nil || len(k.List) != 0 {
+			t.Fatalf("nothing changed underneath: kept %v, %v", k.List, err)
+		}
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("hea!"+strings.Repeat("\x00", 70000-4)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := UnderneathSince(m.store, top, base, next, nil, since); err != nil || strings.Join(k.List, " ") != "f" {
+		t.Errorf("f changed underneath (same size, mtime put back): kept %v, %v; want f", k.List, err)
+	}
+	// A write-back a crash interrupted had put the mount's f there, the
+	// tree storing it shorter: that is no change to keep either.
+	nf, _ := lookupPath(next, "f")
+	if h, err = m.store.Put([]byte("hea!")); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Apply(&journal.Record{Op: journal.OpData, Ino: nf.Ino, Size: 70000, Mtime: nf.Mtime,
+		Chunks: []journal.Chunk{{Index: 0, Hash: h}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, blobs, err := next.Root(); err != nil || StoreBlobs(m.store, blobs) != nil {
+		t.Fatal(err)
+	}
+	if k, err := UnderneathSince(m.store, top, base, next, nil, since); err != nil || len(k.List) != 0 {
+		t.Errorf("f already as the mount has it: kept %v, %v", k.List, err)
 	}
 }
