@@ -1,10 +1,12 @@
 package rewind
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"syscall"
@@ -368,9 +370,26 @@ func (im *Importer) content(f *os.File, rel string, ino uint64, st *unix.Stat_t,
 // would differ from it by hash alone and be taken for a change underneath
 // (DESIGN invariant 14).
 func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record, like *tree.Node) (uint64, error) {
+	var fst unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
+		return 0, fmt.Errorf("import %s: %w", rel, err)
+	}
 	var size uint64
+	data := int64(-1) // where SEEK_DATA last found data
 	for idx := uint64(0); ; idx++ {
-		n, rerr := io.ReadFull(f, im.buf)
+		off := int64(idx * cas.ChunkSize)
+		if data < off {
+			data = dataAt(f, off)
+		}
+		var n int
+		var rerr error
+		if data >= off+cas.ChunkSize && off+cas.ChunkSize <= fst.Size {
+			// A whole slot in a hole reads as zeros: a sparse file's
+			// gigabytes of holes are not read.
+			n = copy(im.buf, zeroChunk[:])
+		} else {
+			n, rerr = f.ReadAt(im.buf, off)
+		}
 		if n > 0 {
 			var h cas.Hash
 			if lh, ok := im.sameSlot(like, idx, im.buf[:n]); ok {
@@ -385,13 +404,27 @@ func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record, like *
 			size += uint64(n)
 			im.bytes += int64(n)
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if rerr == io.EOF || n == 0 {
 			return size, nil
 		}
 		if rerr != nil {
 			return 0, fmt.Errorf("import %s: %w", rel, rerr)
 		}
 	}
+}
+
+// dataAt returns the first offset at or after off that holds data
+// (SEEK_DATA): MaxInt64 when none does, off when the file system cannot
+// tell. It moves f's offset, which ReadAt does not use.
+func dataAt(f *os.File, off int64) int64 {
+	at, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO):
+		return math.MaxInt64
+	case err != nil:
+		return off
+	}
+	return at
 }
 
 // sameSlot returns like's hash for chunk slot idx if b is what that slot
@@ -421,13 +454,18 @@ func (im *Importer) xattrs(x xattrAt, rel string, ino uint64) error {
 	return nil
 }
 
+// zeroChunk is a slot of zeros, to compare with (bytes.Equal is
+// vectorized; a byte loop over a sparse file's gigabytes is not).
+var zeroChunk [cas.ChunkSize]byte
+
 func zero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
+	for len(b) > len(zeroChunk) {
+		if !bytes.Equal(b[:len(zeroChunk)], zeroChunk[:]) {
 			return false
 		}
+		b = b[len(zeroChunk):]
 	}
-	return true
+	return bytes.Equal(b, zeroChunk[:len(b)])
 }
 
 func atime(st *unix.Stat_t) int64 { return st.Atim.Nano() }
