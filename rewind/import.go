@@ -1,10 +1,12 @@
 package rewind
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"syscall"
@@ -42,6 +44,10 @@ type Importer struct {
 	// Ctx, if set, cancels the import (Ctrl-C during a long first mount):
 	// Import then returns its error and nothing has been committed.
 	Ctx context.Context
+	// Since, if set (Unix ns), is read in full even when its stat matches
+	// Base for a file whose ctime is at or after it: a same-size write
+	// with its mtime put back (UnderneathSince).
+	Since int64
 
 	t     *tree.Tree
 	links map[[2]uint64]uint64 // native (dev, ino) -> our ino, for hard links
@@ -235,7 +241,7 @@ func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, ba
 			f = os.NewFile(uintptr(fd), rel)
 		}
 	case syscall.S_IFREG:
-		if !unchanged(base, &st) {
+		if !unchanged(base, &st) || (im.Since > 0 && ctime(&st) >= im.Since) {
 			var fd int
 			fd, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 			if err == nil {
@@ -339,7 +345,11 @@ func (im *Importer) content(f *os.File, rel string, ino uint64, st *unix.Stat_t,
 			r.Chunks = append(r.Chunks, journal.Chunk{Index: uint64(i), Hash: h})
 		}
 	} else {
-		size, err := im.readChunks(f, rel, r)
+		var like *tree.Node
+		if unchanged(base, st) {
+			like = base // read only because its ctime is recent (Since)
+		}
+		size, err := im.readChunks(f, rel, r, like)
 		if err != nil {
 			return err
 		}
@@ -352,14 +362,39 @@ func (im *Importer) content(f *os.File, rel string, ino uint64, st *unix.Stat_t,
 }
 
 // readChunks stores the file's chunks and lists them in r; all-zero
-// chunks become holes.
-func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record) (uint64, error) {
+// chunks become holes. like, if set, is the base node whose stat the file
+// matched: a slot that reads as like's keeps like's hash. A tree stores a
+// chunk shorter than its slot (a write, then a grow: the rest reads as
+// zeros) and may keep zeros as data, while a read stores the slot whole
+// and zeros as a hole; without this a file nobody touched since base
+// would differ from it by hash alone and be taken for a change underneath
+// (DESIGN invariant 14).
+func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record, like *tree.Node) (uint64, error) {
+	var fst unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
+		return 0, fmt.Errorf("import %s: %w", rel, err)
+	}
 	var size uint64
+	data := int64(-1) // where SEEK_DATA last found data
 	for idx := uint64(0); ; idx++ {
-		n, rerr := io.ReadFull(f, im.buf)
+		off := int64(idx * cas.ChunkSize)
+		if data < off {
+			data = dataAt(f, off)
+		}
+		var n int
+		var rerr error
+		if data >= off+cas.ChunkSize && off+cas.ChunkSize <= fst.Size {
+			// A whole slot in a hole reads as zeros: a sparse file's
+			// gigabytes of holes are not read.
+			n = copy(im.buf, zeroChunk[:])
+		} else {
+			n, rerr = f.ReadAt(im.buf, off)
+		}
 		if n > 0 {
 			var h cas.Hash
-			if !zero(im.buf[:n]) {
+			if lh, ok := im.sameSlot(like, idx, im.buf[:n]); ok {
+				h = lh
+			} else if !zero(im.buf[:n]) {
 				var err error
 				if h, err = im.Store.Put(im.buf[:n]); err != nil {
 					return 0, fmt.Errorf("import %s: %w", rel, err)
@@ -369,13 +404,41 @@ func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record) (uint6
 			size += uint64(n)
 			im.bytes += int64(n)
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if rerr == io.EOF || n == 0 {
 			return size, nil
 		}
 		if rerr != nil {
 			return 0, fmt.Errorf("import %s: %w", rel, rerr)
 		}
 	}
+}
+
+// dataAt returns the first offset at or after off that holds data
+// (SEEK_DATA): MaxInt64 when none does, off when the file system cannot
+// tell. It moves f's offset, which ReadAt does not use.
+func dataAt(f *os.File, off int64) int64 {
+	at, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO):
+		return math.MaxInt64
+	case err != nil:
+		return off
+	}
+	return at
+}
+
+// sameSlot returns like's hash for chunk slot idx if b is what that slot
+// reads as (false without like, or if the chunk cannot be read).
+func (im *Importer) sameSlot(like *tree.Node, idx uint64, b []byte) (cas.Hash, bool) {
+	if like == nil {
+		return cas.Hash{}, false
+	}
+	var h cas.Hash
+	if hs := like.ChunkHashes(); idx < uint64(len(hs)) {
+		h = hs[idx]
+	}
+	stored, err := chunkBytes(im.Store, h)
+	return h, err == nil && sameSlotBytes(stored, b)
 }
 
 func (im *Importer) xattrs(x xattrAt, rel string, ino uint64) error {
@@ -391,13 +454,18 @@ func (im *Importer) xattrs(x xattrAt, rel string, ino uint64) error {
 	return nil
 }
 
+// zeroChunk is a slot of zeros, to compare with (bytes.Equal is
+// vectorized; a byte loop over a sparse file's gigabytes is not).
+var zeroChunk [cas.ChunkSize]byte
+
 func zero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
+	for len(b) > len(zeroChunk) {
+		if !bytes.Equal(b[:len(zeroChunk)], zeroChunk[:]) {
 			return false
 		}
+		b = b[len(zeroChunk):]
 	}
-	return true
+	return bytes.Equal(b, zeroChunk[:len(b)])
 }
 
 func atime(st *unix.Stat_t) int64 { return st.Atim.Nano() }

@@ -40,8 +40,14 @@ type Kept struct {
 // back over it. pin are paths an earlier write-back failed on (see
 // Importer.Pin).
 func Underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet) (Kept, error) {
+	return underneath(store, top, base, t, pin, 0)
+}
+
+// underneath is Underneath reading in full every file whose ctime is at or
+// after cutoff (0: none; see Importer.Since).
+func underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet, cutoff int64) (Kept, error) {
 	next := max(base.MaxIno(), t.MaxIno()) + 1
-	im := &Importer{Store: store, Base: base, Pin: pin, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
+	im := &Importer{Store: store, Base: base, Pin: pin, Since: cutoff, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
 	u, err := im.ImportAt(top)
 	if err != nil {
 		return Kept{}, err
@@ -78,7 +84,7 @@ func Underneath(store cas.Store, top *os.File, base, t *tree.Tree, pin PathSet) 
 		if c.Kind == Removed && un == nil && tn == nil {
 			continue // gone from both
 		}
-		if un != nil && tn != nil && sameContent(u, un, t, tn) {
+		if un != nil && tn != nil && sameContent(store, un, tn) {
 			continue
 		}
 		k.Paths[c.Path] = true
@@ -119,10 +125,10 @@ func sameDirAttrs(a, b *tree.Node) bool {
 	return true
 }
 
-// sameContent reports whether a (in tree at) and b (in tree bt) would
-// look the same in the directory: type, mode, owner, and content (a
-// directory's entries are compared on their own).
-func sameContent(at *tree.Tree, a *tree.Node, bt *tree.Tree, b *tree.Node) bool {
+// sameContent reports whether a and b would look the same in the
+// directory: type, mode, owner, and content (a directory's entries are
+// compared on their own; chunks in store).
+func sameContent(store cas.Store, a, b *tree.Node) bool {
 	if a.IsDir() && b.IsDir() {
 		// A directory new in both: the write-back sets its attributes
 		// last, so one a crash interrupted leaves them unset, and that
@@ -134,13 +140,53 @@ func sameContent(at *tree.Tree, a *tree.Node, bt *tree.Tree, b *tree.Node) bool 
 	}
 	switch {
 	case a.IsReg():
-		return a.Size == b.Size && sameChunks(a.ChunkHashes(), b.ChunkHashes())
+		return a.Size == b.Size && sameFileBytes(store, a.ChunkHashes(), b.ChunkHashes())
 	case a.IsLink():
 		ta, _ := a.Readlink()
 		tb, _ := b.Readlink()
 		return ta == tb
 	}
 	return a.Rdev == b.Rdev
+}
+
+// sameFileBytes reports whether two chunk lists of a file of one size
+// read the same: a hash that differs may still name the same bytes, one
+// stored shorter than its slot (the rest reads as zeros) or zeros stored
+// as data rather than as a hole, as the tree and a read of the directory
+// store them. A chunk that cannot be read counts as different.
+func sameFileBytes(store cas.Store, a, b []cas.Hash) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] == b[i] {
+			continue
+		}
+		ab, aerr := chunkBytes(store, a[i])
+		bb, berr := chunkBytes(store, b[i])
+		if aerr != nil || berr != nil || !sameSlotBytes(ab, bb) {
+			return false
+		}
+	}
+	return true
+}
+
+// chunkBytes returns chunk h's stored bytes (none for a hole).
+func chunkBytes(store cas.Store, h cas.Hash) ([]byte, error) {
+	if h.IsZero() {
+		return nil, nil
+	}
+	return store.Get(h)
+}
+
+// sameSlotBytes reports whether a and b, each the stored bytes of one
+// chunk slot, read the same: equal where both reach, zeros past the
+// shorter one.
+func sameSlotBytes(a, b []byte) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	return bytes.Equal(a, b[:len(a)]) && zero(b[len(a):])
 }
 
 // Sig is what lstat says of a path, kept to tell later whether someone

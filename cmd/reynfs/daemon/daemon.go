@@ -32,6 +32,10 @@ const (
 	metaInoCeil   = "inoceil"   // highest inode number reserved
 	metaViews     = "views"     // the history views' name (mount --views-name)
 	metaPrivate   = "private"   // "on": mount --private-history (absent: off)
+	// Unix ns read just before the import or write-back that left dirbase
+	// in the directory started; "" when unknown or when that write-back
+	// kept or failed paths (rewind.UnderneathSince).
+	metaDirSince = "dirsince"
 )
 
 // Config is what a daemon serves.
@@ -204,6 +208,7 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 			return nil, fmt.Errorf("%w: store lost acknowledged history: its manifest records synced history but the journal is empty; refusing to import %s as a new timeline", journal.ErrCorrupt, d.cfg.Dir)
 		}
 		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx}
+		start := time.Now().UnixNano()
 		t, err := im.ImportAt(d.dirf)
 		if err != nil {
 			return nil, err
@@ -216,7 +221,7 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		if err != nil {
 			return nil, err
 		}
-		return t, d.setMetas(metaDir, d.cfg.Dir, metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10))
+		return t, d.setMetas(metaDir, d.cfg.Dir, metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10), metaDirSince, sinceMeta(start, nil))
 	}
 	t, err := rewind.Reconstruct(d.j, d.j.Head())
 	if err != nil {
@@ -239,6 +244,7 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 	}
 	d.bootNext = max(ceil+1, t.MaxIno()+1, base.MaxIno()+1)
 	im := &rewind.Importer{Store: store, Base: base, Pin: pins, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx}
+	start := time.Now().UnixNano()
 	nt, err := im.ImportAt(d.dirf)
 	if err != nil {
 		return nil, err
@@ -249,14 +255,28 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 	}
 	baseRoot, _, _ := base.Root()
 	if root == baseRoot {
-		return t, nil // the directory holds what we wrote: serve head
+		// The directory holds what we wrote: serve head. The files the
+		// last write-back wrote have ctimes after its start; this import
+		// found them as written, so the check at unmount counts from here
+		// (a change it can see only by ctime it misses as the import does).
+		return t, d.setMetas(metaDirSince, sinceMeta(start, pins))
 	}
 	d.log.Info().Msg("project directory changed while unmounted: recording an import generation")
 	g, err := rewind.CommitImport(d.j, root, blobs, d.bootNext, "changes made while unmounted")
 	if err != nil {
 		return nil, err
 	}
-	return nt, d.setMetas(metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10))
+	return nt, d.setMetas(metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10), metaDirSince, sinceMeta(start, pins))
+}
+
+// sinceMeta is metaDirSince's value for a directory that holds the tree
+// an import or write-back that started at start put there: nothing when
+// some paths hold something else (pinned ones).
+func sinceMeta(start int64, pins rewind.PathSet) string {
+	if len(pins) > 0 {
+		return ""
+	}
+	return strconv.FormatInt(start, 10)
 }
 
 // bootAlloc hands out inode numbers during an import, before Live exists.

@@ -29,7 +29,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/fs/tree"
@@ -186,6 +188,19 @@ func (d *Daemon) redoWriteback() error {
 	return err
 }
 
+// dirSince reads metaDirSince (0 when unknown).
+func (d *Daemon) dirSince() (int64, error) {
+	b, err := d.j.GetMeta(metaDirSince)
+	if err != nil || len(b) == 0 {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("store meta %s: %w", metaDirSince, err)
+	}
+	return v, nil
+}
+
 // writeback brings the project directory from dirbase to t (root is t's
 // Merkle root), crash-safely: the target is recorded first, so a crash
 // midway is redone on next mount. It returns a *WritebackError when it
@@ -206,12 +221,18 @@ func (d *Daemon) writeback(t *tree.Tree, root cas.Hash) error {
 	if err := d.j.SetMeta(metaWriteback, []byte(root.String())); err != nil {
 		return err
 	}
-	kept, err := rewind.Underneath(d.j.Objects(), d.dirf, base, t, pins)
+	since, err := d.dirSince()
+	if err != nil {
+		return err
+	}
+	start := time.Now().UnixNano()
+	kept, err := rewind.UnderneathSince(d.j.Objects(), d.dirf, base, t, pins, since)
 	if err != nil {
 		// Without knowing what changed underneath nothing may be
 		// overwritten: stop here; the next mount redoes the write-back.
 		return fmt.Errorf("write back %s: look for changes underneath: %w", d.cfg.Dir, err)
 	}
+	d.log.Info().Dur("took", time.Since(time.Unix(0, start))).Bool("by_ctime", since > 0).Int("kept", len(kept.List)).Msg("write-back: checked for changes underneath")
 	werr := &WritebackError{Dir: d.cfg.Dir, Kept: kept.List}
 	for _, p := range kept.List {
 		d.log.Warn().Str("path", p).Msg("write-back: changed underneath the mount; kept, not overwritten")
@@ -235,7 +256,13 @@ func (d *Daemon) writeback(t *tree.Tree, root cas.Hash) error {
 		}
 		list = string(b)
 	}
-	if err := d.setMetas(metaWbFailed, list, metaDirBase, root.String(), metaWriteback, ""); err != nil {
+	// Kept or failed paths hold something other than t: the next check
+	// compares everything (no dirsince).
+	next := ""
+	if len(werr.Kept) == 0 && len(fs) == 0 {
+		next = sinceMeta(start, pins)
+	}
+	if err := d.setMetas(metaWbFailed, list, metaDirBase, root.String(), metaDirSince, next, metaWriteback, ""); err != nil {
 		return err
 	}
 	if len(werr.Kept) > 0 || len(werr.Failed) > 0 {
