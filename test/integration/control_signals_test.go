@@ -387,9 +387,18 @@ func TestUnmountHungDaemon(t *testing.T) {
 	if !strings.Contains(r.Stderr, "hung or stopped") {
 		t.Errorf("reynfs status (daemon stopped): stderr %q; want it to say the daemon is hung or stopped", r.Stderr)
 	}
-	cmd = exec.Command(reynfsBin, "unmount", "--store", m.Store)
+	unmountStoppedThenRemount(t, m, pid, 15*time.Second)
+}
+
+// unmountStoppedThenRemount: `reynfs unmount --store` of a mount whose
+// daemon (pid) is SIGSTOPped aborts and detaches it within limit; the
+// daemon, continued, exits and frees its store, and the next mount serves
+// the file w it had acknowledged.
+func unmountStoppedThenRemount(t *testing.T, m *Mount, pid int, limit time.Duration) {
+	t.Helper()
+	cmd := exec.Command(reynfsBin, "unmount", "--store", m.Store)
 	cmd.Env, cmd.Dir = m.env, "/"
-	r = hcRunCmd(t, cmd, 15*time.Second)
+	r := hcRunCmd(t, cmd, limit)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "aborted") || isMounted(m.Dir) {
 		t.Fatalf("reynfs unmount (daemon stopped): exit %d, stdout %q, stderr %q, mounted %v; want exit 0, aborted and detached",
 			r.Code, r.Stdout, r.Stderr, isMounted(m.Dir))

@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -43,21 +41,5 @@ func TestMountOverHungDaemon(t *testing.T) {
 	}
 	// The hint holds: unmount, whose call on the socket times out (10 s),
 	// aborts and detaches the stopped daemon's mount.
-	cmd = exec.Command(reynfsBin, "unmount", "--store", m.Store) // as the line says
-	cmd.Env, cmd.Dir = m.env, "/"
-	r = hcRunCmd(t, cmd, 20*time.Second)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "aborted") || isMounted(m.Dir) {
-		t.Fatalf("reynfs unmount (daemon stopped): exit %d, stdout %q, stderr %q, mounted %v; want exit 0, aborted and detached",
-			r.Code, r.Stdout, r.Stderr, isMounted(m.Dir))
-	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	m.waitDaemonGone()
-	hcWaitStatus(t, m, 5) // its store lock released, too
-	m.Mount()
-	if b, err := os.ReadFile(filepath.Join(m.Dir, "w")); err != nil || string(b) != "acknowledged" {
-		t.Errorf("w after the remount = %q, %v", b, err)
-	}
-	m.Unmount()
+	unmountStoppedThenRemount(t, m, pid, 20*time.Second)
 }
