@@ -383,6 +383,7 @@ def agents_table(data, meta, out):
                                                      verdict(ok) if goal else ""))
 
     row("checkpoint over one kept API connection (agents/api client)", ck, "kept-conn", "< 5 ms", 0.005)
+    row("&nbsp;&nbsp;of which the cut in the daemon (its own `took_ns`: flush, Merkle root, append, syncs)", ck, "daemon-cut")
     row("`reynfs checkpoint` as a process (for comparison)", ck, "process")
     row("`reynfs hook claude`, PostToolUse of Bash (a checkpoint)", hk, "post-bash", "< 40 ms", 0.040)
     row("`reynfs hook claude`, UserPromptSubmit (agent save + checkpoint)", hk, "prompt", "< 40 ms", 0.040)
