@@ -572,10 +572,11 @@ agentbench() {
 }
 
 # On one mounted tree of AGENT_FILES files: checkpoints over one kept API
-# connection (and, to compare, as a process), `reynfs hook claude` per
-# event, and `reynfs rewind -1` with 4 `reynfs run` loops to cancel.
+# connection interleaved with `reynfs checkpoint` processes, `reynfs hook
+# claude` per event, and `reynfs rewind -1` with 4 `reynfs run` loops to
+# cancel.
 phase_agents() {
-	local n=$AGENT_FILES rf="$WORK/a.reynfs" st="$WORK/a.store" r
+	local n=$AGENT_FILES rf="$WORK/a.reynfs" st="$WORK/a.store"
 	say "phase agents: $n files; $AGENT_CKPTS checkpoints, $AGENT_HOOKS hook events of each kind, $AGENT_REWINDS rewinds with 4 runs"
 	echo "AGENT_FILES=$n" >>"$META"
 	rm -rf "$rf" "$st"
@@ -583,10 +584,6 @@ phase_agents() {
 	mount_reynfs "$rf" "$st" || die "reynfs mount of $rf failed; see $LOG"
 	echo "AGENT_RUN_MODE=$("$REYNFS" runs --dir "$rf" --json 2>>"$LOG" | tool field mode 2>>"$LOG" || echo unknown)" >>"$META"
 	agentbench checkpoint -mount "$rf" -files "$n" -n "$AGENT_CKPTS" -change 3
-	for ((r = 1; r <= AGENT_HOOKS; r++)); do
-		tool modify "$n" 3 "cli$r" "$rf"
-		measure "agent-ckpt-$n" process "$r" "$REYNFS" checkpoint --dir "$rf" -m "cli$r"
-	done
 	agentbench hook -mount "$rf" -files "$n" -n "$AGENT_HOOKS" -change 3 -testdata "$ROOT/agents/hooks/testdata"
 	agentbench rewind -mount "$rf" -n "$AGENT_REWINDS" -runs 4
 	unmount_reynfs "$rf"
