@@ -12,7 +12,9 @@
 #
 #   bash scripts/bench.sh --quick        # about 5 minutes, scaled-down sizes
 #   bash scripts/bench.sh                # the full run (20-30 minutes)
-#   bash scripts/bench.sh --only agents  # issue 9's rows alone (full: a 100k-file tree)
+#   bash scripts/bench.sh --only agents  # issue 9's rows alone: 50 checkpoints, 20 hook
+#                                        # events of each kind, 5 rewinds on a 100k-file
+#                                        # tree (quick: 20k files, 20/10/3; --runs is not used)
 #
 # Options:
 #   --quick          fio files of 256 MiB, 5 s timed fio jobs, a quarter of the Go
