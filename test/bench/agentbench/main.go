@@ -34,6 +34,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -287,10 +288,19 @@ func oneRewind(o opts, st string, r int) error {
 	}
 	var cmds []*exec.Cmd
 	defer func() {
-		for _, c := range cmds { // on failure: nothing of ours left behind
+		// On failure: nothing of ours left behind. SIGTERM first, which
+		// `reynfs run` forwards to its command; a killed `reynfs run`
+		// would leave its loop to the daemon's unmount.
+		for _, c := range cmds {
 			if c.ProcessState == nil {
-				_ = c.Process.Kill()
+				_ = c.Process.Signal(syscall.SIGTERM)
+			}
+		}
+		for _, c := range cmds {
+			if c.ProcessState == nil {
+				t := time.AfterFunc(5*time.Second, func() { _ = c.Process.Kill() })
 				_ = c.Wait()
+				t.Stop()
 			}
 		}
 	}()
