@@ -12,18 +12,24 @@
 #
 #   bash scripts/bench.sh --quick        # about 5 minutes, scaled-down sizes
 #   bash scripts/bench.sh                # the full run (20-30 minutes)
+#   bash scripts/bench.sh --only agents  # issue 9's rows alone: 50 checkpoints, 20 hook
+#                                        # events of each kind, 5 rewinds on a 100k-file
+#                                        # tree (quick: 20k files, 20/10/3; --runs is not used)
 #
 # Options:
 #   --quick          fio files of 256 MiB, 5 s timed fio jobs, a quarter of the Go
 #                    src tree, 20k instead of 100k files/records (the report says so)
 #   --runs N         runs per cell (default: 3, quick: 2)
-#   --only LIST      comma-separated phases: fio,files,history,store,recovery,micro
+#   --only LIST      comma-separated phases: fio,files,history,store,recovery,micro,agents
 #   --work DIR       scratch directory (default: a new /var/tmp/reynfs-bench.XXXXXX);
 #                    it must be on the disk you want to measure, and is removed at exit
 #   --keep           keep the scratch directory
 #   --report FILE    also write the report (markdown) to FILE
 #   --doc            splice the report into docs/benchmarks.md (between the
-#                    <!-- bench:begin --> and <!-- bench:end --> markers)
+#                    <!-- bench:begin --> and <!-- bench:end --> markers; the
+#                    agents phase between <!-- bench:agents:begin --> and
+#                    <!-- bench:agents:end -->, so --only agents --doc leaves
+#                    the rest of the report as it was)
 #
 # Needs root for cold-cache rows (echo 3 > /proc/sys/vm/drop_caches); as another
 # user those rows are skipped. Installs fio, git and python3 with apt-get when
@@ -37,7 +43,7 @@ cd "$ROOT"
 COMMAND="bash scripts/bench.sh $*"
 
 # --- options -------------------------------------------------------------------------------
-MODE=full RUNS="" ONLY=fio,files,history,store,recovery,micro WORK="" KEEP=0 REPORT="" DOC=0
+MODE=full RUNS="" ONLY=fio,files,history,store,recovery,micro,agents WORK="" KEEP=0 REPORT="" DOC=0
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
 	case $1 in
@@ -55,7 +61,7 @@ while (($#)); do
 done
 [[ -z "$RUNS" || "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --runs wants a positive number" >&2; exit 2; }
 for p in ${ONLY//,/ }; do
-	case $p in fio | files | history | store | recovery | micro) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
+	case $p in fio | files | history | store | recovery | micro | agents) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
@@ -65,10 +71,12 @@ if [[ $MODE == quick ]]; then
 	HIST_SIZES="1000 10000 20000" RECOVERY_RECORDS=20000 MICRO_FLAGS="-short -benchtime 100ms"
 	SCALED="fio files 256 MiB and timed fio jobs 5 s (full: 1 GiB, 20 s); tar of src/crypto and src/net (full: all of src);"
 	SCALED+=" checkpoint/rewind/RSS at 1k/10k/20k files (full: 1k/10k/100k); recovery with 20k records (full: 100k);"
-	SCALED+=" Go micro-benchmarks -short (no 100k trees) at 100 ms each"
+	SCALED+=" Go micro-benchmarks -short (no 100k trees) at 100 ms each; agents rows at 20k files (full: 100k)"
+	AGENT_FILES=20000 AGENT_CKPTS=20 AGENT_HOOKS=10 AGENT_REWINDS=3
 else
 	RUNS=${RUNS:-3} SEQ_SIZE=1G FIO_TIME=20 SRC_DIRS="src"
 	HIST_SIZES="1000 10000 100000" RECOVERY_RECORDS=100000 MICRO_FLAGS="-benchtime 1s"
+	AGENT_FILES=100000 AGENT_CKPTS=50 AGENT_HOOKS=20 AGENT_REWINDS=5
 	SCALED=""
 fi
 STORE_FILES=10000 STORE_GENS=100
@@ -107,9 +115,10 @@ PY=python3
 TOOL="$ROOT/test/bench/benchtool.py"
 tool() { "$PY" "$TOOL" "$@"; }
 
-say "building bin/reynfs and bin/bench-loopback"
+say "building bin/reynfs, bin/bench-loopback and bin/bench-agent"
 REYNFS_QUIET=1 bash scripts/install.sh
 go build -o bin/bench-loopback ./test/bench/loopback
+go build -o bin/bench-agent ./test/bench/agentbench
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]] && REV+=" (with uncommitted changes)"
 
@@ -125,9 +134,10 @@ RESULTS="$WORK/results.tsv" META="$WORK/meta.env" LOG="$WORK/bench.log"
 # The run uses its own copies of the binaries, so a rebuild of bin/ during
 # the run cannot mix two versions of reynfs in one table.
 mkdir -p "$WORK/bin"
-cp bin/reynfs bin/bench-loopback "$WORK/bin/"
+cp bin/reynfs bin/bench-loopback bin/bench-agent "$WORK/bin/"
 REYNFS="$WORK/bin/reynfs"
 LOOPBACK="$WORK/bin/bench-loopback"
+AGENTBENCH="$WORK/bin/bench-agent"
 : >"$RESULTS"
 : >"$LOG"
 ROOT_USER=0
@@ -550,6 +560,38 @@ phase_micro() {
 	grep -vE '^(goos|goarch|cpu):|^PASS' "$WORK/micro.txt" || true
 }
 
+# --- phase: agents in the loop (issue 9) ---------------------------------------------------
+# agentbench NAME ARGS...: one benchmark of test/bench/agentbench; its
+# tab-separated lines become results. A failure is a warning (and nan).
+agentbench() {
+	local name=$1 out="$WORK/agentbench.tsv" k t r v u
+	shift
+	if ! "$AGENTBENCH" "$name" -reynfs "$REYNFS" "$@" >"$out" 2>>"$LOG"; then
+		warn "agentbench $name failed; see $LOG"
+		record "agent-$name" failed 1 nan s
+	fi
+	while IFS=$'\t' read -r k t r v u; do record "$k" "$t" "$r" "$v" "$u"; done <"$out"
+}
+
+# On one mounted tree of AGENT_FILES files: checkpoints over one kept API
+# connection interleaved with `reynfs checkpoint` processes, `reynfs hook
+# claude` per event, and `reynfs rewind -1` with 4 `reynfs run` loops to
+# cancel.
+phase_agents() {
+	local n=$AGENT_FILES rf="$WORK/a.reynfs" st="$WORK/a.store"
+	say "phase agents: $n files; $AGENT_CKPTS checkpoints, $AGENT_HOOKS hook events of each kind, $AGENT_REWINDS rewinds with 4 runs"
+	echo "AGENT_FILES=$n" >>"$META"
+	rm -rf "$rf" "$st"
+	tool gentree "$rf" "$n"
+	mount_reynfs "$rf" "$st" || die "reynfs mount of $rf failed; see $LOG"
+	echo "AGENT_RUN_MODE=$("$REYNFS" runs --dir "$rf" --json 2>>"$LOG" | tool field mode 2>>"$LOG" || echo unknown)" >>"$META"
+	agentbench checkpoint -mount "$rf" -files "$n" -n "$AGENT_CKPTS" -change 3
+	agentbench hook -mount "$rf" -files "$n" -n "$AGENT_HOOKS" -change 3 -testdata "$ROOT/agents/hooks/testdata"
+	agentbench rewind -mount "$rf" -n "$AGENT_REWINDS" -runs 4
+	unmount_reynfs "$rf"
+	rm -rf "$rf" "$st"
+}
+
 # --- run -----------------------------------------------------------------------------------
 machine() {
 	local mem disk cpu
@@ -572,7 +614,7 @@ say "machine: $(machine)"
 say "mode $MODE, work dir $WORK, log $LOG"
 ((ROOT_USER)) || warn "not root: cold-cache rows are skipped"
 START=$SECONDS
-for phase in fio files history store recovery micro; do
+for phase in fio files history store recovery micro agents; do
 	want "$phase" || continue
 	t0=$SECONDS
 	"phase_$phase"

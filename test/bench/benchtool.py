@@ -10,7 +10,8 @@
                                               daemon; prints "SECONDS RESPONSE-JSON"
     benchtool.py field KEY[,KEY...]           print field KEY of the JSON object on stdin
     benchtool.py report RESULTS META [--md FILE] [--doc FILE]
-                                              medians, ratios and targets as tables
+                                              medians, ratios and targets as tables (the
+                                              agents rows: medians and p90 beside issue 9's goals)
 
 Standard library only; every output is deterministic for the same arguments
 (gentree and modify write the same bytes on every target).
@@ -339,6 +340,77 @@ def extra_table(data, meta, out):
         out.extend("| %s | %s |" % l for l in lines)
 
 
+def p90(data, key, target):
+    e = data.get((key, target))
+    if not e or not e["values"]:
+        return None
+    v = e["values"]
+    if len(v) == 1:
+        return v[0]
+    return statistics.quantiles(v, n=10, method="inclusive")[8]
+
+
+def count(data, key, target):
+    e = data.get((key, target))
+    return len(e["values"]) if e else 0
+
+
+AGENTS_BEGIN, AGENTS_END = "<!-- bench:agents:begin -->", "<!-- bench:agents:end -->"
+
+
+def agents_table(data, meta, out):
+    """Issue 9's rows: medians and p90 with the goal beside each."""
+    if not any(k.startswith("agent-") for (k, _t) in data):
+        return
+    n = meta.get("AGENT_FILES", "?")
+    scaled = "" if n == "100000" else " (scaled down: not 100k)"
+    ck, hk = "agent-ckpt-%s" % n, "agent-hook-%s" % n
+    grace = 2.0  # agents.DefaultGrace
+    out.append("Mode: **%s**. Agents in the loop (issue 9), on one mount of %s files%s; runs tracked by %s." % (
+        meta.get("MODE", "?"), n, scaled, meta.get("AGENT_RUN_MODE", "?")))
+    out.append("Wall times, median and p90 over the runs; a checkpoint or a hook event follows 3 small file rewrites.")
+    out.append("")
+    out.append("| what | median | p90 | runs | goal | |")
+    out.append("| --- | --: | --: | --: | --- | --- |")
+
+    def row(label, key, target, goal=None, limit=None):
+        m, p, c = med(data, key, target), p90(data, key, target), count(data, key, target)
+        fail = data.get((key, target), {}).get("failed", 0)
+        if fail:
+            label += " (%d failed)" % fail
+        ok = None if (m is None or limit is None) else m < limit
+        out.append("| %s | %s | %s | %d | %s | %s |" % (label, fmt(m, "s"), fmt(p, "s"), c, goal or "",
+                                                     verdict(ok) if goal else ""))
+
+    row("checkpoint over one kept API connection (agents/api client)", ck, "kept-conn", "< 5 ms", 0.005)
+    row("&nbsp;&nbsp;of which the cut in the daemon (its own `took_ns`: flush, Merkle root, append, syncs)", ck, "daemon-cut")
+    row("`reynfs checkpoint` as a process (for comparison)", ck, "process")
+    row("`reynfs hook claude`, PostToolUse of Bash (a checkpoint)", hk, "post-bash", "< 40 ms", 0.040)
+    row("`reynfs hook claude`, UserPromptSubmit (agent save + checkpoint)", hk, "prompt", "< 40 ms", 0.040)
+    row("`reynfs hook claude`, PostToolUse of Read (nothing to do: process start)", hk, "post-read")
+    row("`reynfs rewind -1` with 4 `reynfs run` loops to cancel: total", "agent-rewind", "total",
+        "grace (%.0f s) + < 150 ms" % grace, grace + 0.150)
+    row("&nbsp;&nbsp;of which until the last run had exited (SIGTERM; grace actually waited)", "agent-rewind", "runs-gone")
+    row("&nbsp;&nbsp;total minus that", "agent-rewind", "rest", "< 150 ms", 0.150)
+    for what, key, target in (("agentbench checkpoint", "agent-checkpoint", "failed"),
+                              ("agentbench hook", "agent-hook", "failed"),
+                              ("agentbench rewind", "agent-rewind", "failed")):
+        if (key, target) in data:
+            out.append("| %s failed: see the log | | | | | **failed** |" % what)
+    kc, pc = med(data, ck, "kept-conn"), med(data, ck, "process")
+    hb, hr = med(data, hk, "post-bash"), med(data, hk, "post-read")
+    ratios = []
+    if kc and pc:
+        ratios.append("checkpoint as a process / over a kept connection: %.1fx" % (pc / kc))
+    if hb and kc:
+        ratios.append("hook (PostToolUse Bash) / checkpoint over a kept connection: %.1fx" % (hb / kc))
+    if hb and hr:
+        ratios.append("hook (PostToolUse Bash) / hook with nothing to do: %.1fx" % (hb / hr))
+    if ratios:
+        out.append("")
+        out.append("Ratios of medians: %s." % "; ".join(ratios))
+
+
 def report(results, metafile, md=None, doc=None):
     data = load(results)
     meta = {}
@@ -370,18 +442,27 @@ def report(results, metafile, md=None, doc=None):
                 if not line.startswith(("goos:", "goarch:", "cpu:", "PASS")):
                     out.append(line.rstrip("\n"))
         out.append("```")
+    agents = []
+    agents_table(data, meta, agents)
     text = "\n".join(out) + "\n"
-    sys.stdout.write(text)
+    # A run of the agents phase alone has nothing for the main report.
+    main = any(not k.startswith("agent-") for (k, _t) in data) or micro
+    atext = "\n".join(agents) + "\n" if agents else ""
+    sys.stdout.write((text if main else "") + ("\n" if main and atext else "") + atext)
     if md:
         with open(md, "w") as f:
-            f.write(text)
+            f.write((text if main else "") + ("\n" if main and atext else "") + atext)
     if doc:
-        splice(doc, meta, text)
+        if main:
+            splice(doc, meta, text)
+        if atext:
+            splice(doc, meta, atext, AGENTS_BEGIN, AGENTS_END)
 
 
-def splice(doc, meta, text):
-    """Replace the part of doc between the bench markers with this run."""
-    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+def splice(doc, meta, text, begin="<!-- bench:begin -->", end="<!-- bench:end -->"):
+    """Replace the part of doc between the markers begin and end with this
+    run (the agents phase has markers of its own: a run of it alone must
+    not replace the rest of the report)."""
     block = [begin, "", "Machine: %s" % meta.get("MACHINE", "?"), "",
              "Command: `%s` at reynfs %s (%s)" % (meta.get("COMMAND", "?"), meta.get("REV", "?"), meta.get("DATE", "?")),
              "", text.rstrip("\n"), "", end]
@@ -389,7 +470,7 @@ def splice(doc, meta, text):
         with open(doc) as f:
             cur = f.read()
     except FileNotFoundError:
-        cur = "# Benchmarks\n\n%s\n%s\n" % (begin, end)
+        cur = "# Benchmarks\n"
     if begin not in cur or end not in cur:
         cur = cur.rstrip("\n") + "\n\n%s\n%s\n" % (begin, end)
     head, rest = cur.split(begin, 1)
