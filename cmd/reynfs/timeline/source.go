@@ -139,6 +139,11 @@ func (a *API) Changes(ctx context.Context, seq uint64) ([]Change, error) {
 	}
 	out := make([]Change, 0, len(r.Changes))
 	for _, c := range r.Changes {
+		// A directory that is only modified changed because of what is
+		// in it, which the list shows: as in git, it is not a line.
+		if c.Dir && c.Kind == "modified" {
+			continue
+		}
 		out = append(out, Change{Path: c.Path, Kind: c.Kind, Dir: c.Dir})
 	}
 	return out, nil
