@@ -8,6 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
@@ -41,6 +42,9 @@ It needs the workspace mounted (it talks to its daemon only). No colour with NO_
 
 // runTimeline runs the picker on the daemon of the workspace at dir.
 func runTimeline(ctx context.Context, o storeOptions, dir string) error {
+	if !term.IsTerminal(int(os.Stdin.Fd())) || !term.IsTerminal(int(os.Stdout.Fd())) {
+		return fmt.Errorf("%w: timeline needs a terminal; in scripts use 'reynfs log' and 'reynfs rewind TARGET'", errUsage)
+	}
 	store, err := findStore(o, dir)
 	if err != nil {
 		return err

@@ -81,7 +81,9 @@ func (p *tmuxPane) waitFor(what string, want ...string) string {
 // TestTimelineRewindAndUndo: in tmux, 'reynfs timeline' opens on
 // (current); two rows down shows what a rewind to that point would
 // change; Enter opens the confirm screen on never mind; choosing rewind
-// rewinds the workspace; u brings the abandoned state back; q quits.
+// rewinds the workspace; u brings the abandoned state back; restoring
+// only the path under the side pane's cursor changes that path alone; q
+// quits.
 func TestTimelineRewindAndUndo(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.txt"), []byte("v1\n"), 0o644)
@@ -95,7 +97,7 @@ func TestTimelineRewindAndUndo(t *testing.T) {
 	}
 	rwCheckpoint(t, m, "first")
 	writeFile(t, filepath.Join(m.Dir, "a.txt"), []byte("v2\n"), 0o644)
-	rwCheckpoint(t, m, "second")
+	second := rwCheckpoint(t, m, "second")
 	writeFile(t, filepath.Join(m.Dir, "a.txt"), []byte("v3\n"), 0o644)
 	writeFile(t, filepath.Join(m.Dir, "c.txt"), []byte("c\n"), 0o644)
 	rwCheckpoint(t, m, "third")
@@ -105,7 +107,7 @@ func TestTimelineRewindAndUndo(t *testing.T) {
 	p.waitFor("open", "(current)", "third", "second", "first", "a rewind here changes nothing")
 
 	p.keys("j", "j")
-	s := p.waitFor("two rows down", "would:", "M a.txt", "D c.txt")
+	s := p.waitFor("two rows down", fmt.Sprintf("(seq %d) would:", second), "M a.txt", "D c.txt")
 	if strings.Contains(s, "./") || strings.Contains(s, "a rewind here changes nothing") {
 		t.Fatalf("side pane not on second:\n%s", s)
 	}
@@ -125,6 +127,17 @@ func TestTimelineRewindAndUndo(t *testing.T) {
 	p.waitFor("undo", "undid the rewind at seq")
 	if a, c := read("a.txt"), read("c.txt"); a != "v3\n" || c != "c\n" {
 		t.Fatalf("after u: a.txt %q, c.txt %q", a, c)
+	}
+	// Restore only the file under the side pane's cursor: a.txt from
+	// "second", found with the filter, while c.txt (not restored) stays.
+	p.keys("/", "second", "Enter", "j", "Tab")
+	p.waitFor("side pane", fmt.Sprintf("(seq %d) would:", second), "M a.txt", "D c.txt")
+	p.keys("Enter")
+	p.waitFor("confirm restore", "[ restore only a.txt ]")
+	p.keys("Left", "Enter")
+	p.waitFor("restored", "restored a.txt")
+	if a, c := read("a.txt"), read("c.txt"); a != "v2\n" || c != "c\n" {
+		t.Fatalf("after restoring a.txt: a.txt %q, c.txt %q", a, c)
 	}
 	p.keys("q")
 	deadline := time.Now().Add(5 * time.Second)

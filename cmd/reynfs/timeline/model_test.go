@@ -368,7 +368,7 @@ func TestAllBranches(t *testing.T) {
 		}
 		if strings.Contains(l, " g2 ") {
 			g2 = i
-			if !strings.Contains(l, "  ○  g2") {
+			if !strings.Contains(l, "╰○  g2") {
 				t.Errorf("abandoned row not indented: %q", l)
 			}
 		}

@@ -140,18 +140,29 @@ func (m Model) mainView() string {
 	return strings.Join(out, "\n")
 }
 
+// statusLine is the filter being typed, else what the last action said,
+// after the filter in use, if any.
 func (m Model) statusLine(st styles) string {
-	switch {
-	case m.editing || m.filter.Value() != "":
+	if m.editing {
 		return m.filter.View()
-	case m.errMsg != "":
-		return st.err.Render("error: " + m.errMsg)
-	case m.status != "":
-		return m.status
-	case !m.loaded:
-		return st.dim.Render("loading the timeline…")
 	}
-	return ""
+	var msg string
+	switch {
+	case m.errMsg != "":
+		msg = st.err.Render("error: " + m.errMsg)
+	case m.status != "":
+		msg = m.status
+	case !m.loaded:
+		msg = st.dim.Render("loading the timeline…")
+	}
+	f := m.filter.Value()
+	switch {
+	case f == "":
+		return msg
+	case msg == "":
+		return st.title.Render("/"+f) + st.dim.Render(" (esc clears)")
+	}
+	return st.title.Render("/"+f) + st.dim.Render(" · ") + msg
 }
 
 func (m Model) listLines(w, h int) []string {
@@ -175,13 +186,28 @@ func (m Model) listLines(w, h int) []string {
 	return out
 }
 
+// graphWidth is the width of the graph column: the deepest branch's.
+func (m Model) graphWidth() int {
+	w := 1
+	for _, r := range m.rows {
+		if r.depth > 0 {
+			w = max(w, 2*r.depth)
+		}
+	}
+	return w
+}
+
 // rowText is one row: graph, id, kind, age, label, counts, agent.
 func (m Model) rowText(r row, w int) string {
 	if r.current {
-		return fmt.Sprintf("@  %-5s (current)  seq %d", "", m.head)
+		return fmt.Sprintf("%s  %-5s (current)  seq %d", pad("@", m.graphWidth()), "", m.head)
 	}
 	p := r.pt
-	graph := strings.Repeat("  ", r.depth) + "○"
+	graph := "○"
+	if r.depth > 0 { // an abandoned branch, hanging under its fork
+		graph = strings.Repeat("  ", r.depth-1) + "╰○"
+	}
+	graph = pad(graph, m.graphWidth())
 	counts := fmt.Sprintf("+%d ~%d -%d", p.Added, p.Modified, p.Removed)
 	fixed := fmt.Sprintf("%s  %-5s %-9s %4s ", graph, fmt.Sprintf("g%d", p.ID), p.Kind, age(m.now(), p.Time))
 	tail := "  " + counts
@@ -267,7 +293,7 @@ func (m Model) confirmView() string {
 				mo++
 			}
 		}
-		out = append(out, fmt.Sprintf("  it would change %d paths: %d added back, %d changed, %d removed", len(cs.list), a, mo, d))
+		out = append(out, fmt.Sprintf("  it would change %s: %d added back, %d changed, %d removed", plural(len(cs.list), "path"), a, mo, d))
 	} else {
 		out = append(out, st.dim.Render("  counting what it would change…"))
 	}
@@ -388,6 +414,13 @@ func age(now, t time.Time) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // fit cuts s to w cells, with an ellipsis when it is cut.
