@@ -97,6 +97,13 @@ func TestTimelineRewindAndUndo(t *testing.T) {
 	}
 	rwCheckpoint(t, m, "first")
 	writeFile(t, filepath.Join(m.Dir, "a.txt"), []byte("v2\n"), 0o644)
+	// As the claude hook saves it at a prompt: the row names the agent
+	// and its session, the confirm screen how to resume it.
+	state := filepath.Join(t.TempDir(), "state.json")
+	writeFile(t, state, []byte(`{"tool":"claude","session_id":"0123456789abcdef"}`), 0o644)
+	if r := m.Run("agent", "save", "claude", state, "--store", m.Store); r.Code != 0 {
+		t.Fatalf("reynfs agent save: exit %d: %s", r.Code, r.Stderr)
+	}
 	second := rwCheckpoint(t, m, "second")
 	writeFile(t, filepath.Join(m.Dir, "a.txt"), []byte("v3\n"), 0o644)
 	writeFile(t, filepath.Join(m.Dir, "c.txt"), []byte("c\n"), 0o644)
@@ -104,7 +111,7 @@ func TestTimelineRewindAndUndo(t *testing.T) {
 
 	env := append([]string{"NO_COLOR=1"}, xdgOf(m)...)
 	p := startTmux(t, env, reynfsBin, "timeline", "--dir", m.Dir, "--store", m.Store)
-	p.waitFor("open", "(current)", "third", "second", "first", "a rewind here changes nothing")
+	p.waitFor("open", "(current)", "third", "second", "first", "a rewind here changes nothing", "claude/01234567")
 
 	p.keys("j", "j")
 	s := p.waitFor("two rows down", fmt.Sprintf("(seq %d) would:", second), "M a.txt", "D c.txt")
@@ -113,7 +120,8 @@ func TestTimelineRewindAndUndo(t *testing.T) {
 	}
 
 	p.keys("Enter")
-	p.waitFor("confirm", "Rewind the whole workspace to", `"second"`, "2 paths: 0 added back, 1 changed, 1 removed", "not reverted", "[ never mind ]")
+	p.waitFor("confirm", "Rewind the whole workspace to", `"second"`, "2 paths: 0 added back, 1 changed, 1 removed", "not reverted", "[ never mind ]",
+		"agent claude: resume its conversation with: claude --resume 0123456789abcdef")
 	if got := read("a.txt"); got != "v3\n" {
 		t.Fatalf("a.txt changed before confirming: %q", got)
 	}

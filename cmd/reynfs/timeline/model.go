@@ -67,6 +67,7 @@ type Model struct {
 	sideFocus  bool
 	sideCursor int
 	changes    map[uint64]*changeSet
+	epoch      int // counts the changes made from here: a diff from before one is stale
 
 	mode     mode
 	choice   int
@@ -119,14 +120,16 @@ func New(ctx context.Context, src Source, color bool, now func() time.Time) Mode
 // Messages the commands answer with.
 type (
 	pointsMsg struct {
+		all  bool
 		head uint64
 		pts  []Point
 		err  error
 	}
 	changesMsg struct {
-		seq  uint64
-		list []Change
-		err  error
+		epoch int
+		seq   uint64
+		list  []Change
+		err   error
 	}
 	fileDiffMsg struct {
 		path, text string
@@ -151,7 +154,7 @@ func (m Model) load() tea.Cmd {
 	src, ctx, all := m.src, m.ctx, m.all
 	return func() tea.Msg {
 		head, pts, err := src.Points(ctx, all)
-		return pointsMsg{head: head, pts: pts, err: err}
+		return pointsMsg{all: all, head: head, pts: pts, err: err}
 	}
 }
 
@@ -163,6 +166,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.scroll()
 		return m, nil
 	case pointsMsg:
+		if msg.all != m.all {
+			return m, nil // an answer to a toggle taken back since
+		}
 		if msg.err != nil {
 			m.errMsg = msg.err.Error()
 			return m, nil
@@ -171,6 +177,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.relayout()
 		return m, m.loadChanges()
 	case changesMsg:
+		if msg.epoch != m.epoch {
+			return m, nil // computed against the workspace before a change
+		}
 		m.changes[msg.seq] = &changeSet{list: msg.list, err: msg.err}
 		return m, nil
 	case fileDiffMsg:
@@ -194,6 +203,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		// The workspace moved: every diff against it is stale.
 		m.changes = map[uint64]*changeSet{}
+		m.epoch++
 		m.cursor, m.offset, m.sideCursor = 0, 0, 0
 		return m, m.load()
 	case tea.KeyPressMsg:
@@ -418,10 +428,10 @@ func (m Model) loadChanges() tea.Cmd {
 		return nil
 	}
 	m.changes[seq] = &changeSet{loading: true}
-	src, ctx := m.src, m.ctx
+	src, ctx, epoch := m.src, m.ctx, m.epoch
 	return func() tea.Msg {
 		list, err := src.Changes(ctx, seq)
-		return changesMsg{seq: seq, list: list, err: err}
+		return changesMsg{epoch: epoch, seq: seq, list: list, err: err}
 	}
 }
 

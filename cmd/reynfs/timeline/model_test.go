@@ -496,3 +496,37 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestStaleDiffIgnored(t *testing.T) {
+	f := newFake()
+	m := start(t, f, 120, 30)
+	// A diff computed before a rewind arrives after it: it must not be shown.
+	before := m.epoch
+	m, _ = press(t, m, "j", "enter", "left", "enter") // rewind to g4
+	next, _ := m.Update(changesMsg{epoch: before, seq: 20, list: []Change{{Path: "stale.go", Kind: "added"}}})
+	m = next.(Model)
+	m, _ = press(t, m, "j", "j")
+	if s := screen(m); strings.Contains(s, "stale.go") || !strings.Contains(s, "D parser.go") {
+		t.Fatalf("a diff from before the rewind is shown:\n%s", s)
+	}
+}
+
+func TestScrollKeepsCursorShown(t *testing.T) {
+	f := newFake()
+	f.active = nil
+	for i := 100; i >= 1; i-- {
+		f.active = append(f.active, Point{ID: i, Seq: uint64(i * 10), Kind: "turn", Label: fmt.Sprintf("step %d", i), Time: t0, Active: true, Parent: uint64(i*10 - 10)})
+	}
+	m := start(t, f, 100, 12)
+	m, _ = press(t, m, "G")
+	if s := screen(m); !strings.Contains(s, "step 1 ") || strings.Contains(s, "step 100") {
+		t.Fatalf("G: the oldest row is not shown:\n%s", s)
+	}
+	m, _ = press(t, m, "g", "j", "j")
+	if s := screen(m); !strings.Contains(s, "(current)") || !strings.Contains(s, "step 99") {
+		t.Fatalf("g: the newest rows are not shown:\n%s", s)
+	}
+	if got := selectedLine(t, m); got != "g99" {
+		t.Fatalf("on %s, want g99", got)
+	}
+}

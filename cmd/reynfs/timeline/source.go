@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -47,7 +48,9 @@ type Point struct {
 	Parent uint64 // seq of the previous generation on its own path (0: none)
 	// Added, Modified, Removed count the change against Parent.
 	Added, Modified, Removed int
-	// Agent names the agents whose saved state changed at this point.
+	// Agent names the agents whose saved state changed at this point,
+	// each with the short id of its session when a hook saved it
+	// ("claude/1a2b3c4d").
 	Agent string
 }
 
@@ -106,6 +109,12 @@ func (a *API) Points(ctx context.Context, all bool) (uint64, []Point, error) {
 			}
 		}
 		sort.Strings(names)
+		for k, name := range names {
+			if sess := a.session(ctx, name, pts[i].Seq); sess != "" {
+				names[k] += "/" + sess
+			}
+			lookups++
+		}
 		pts[i].Agent = strings.Join(names, ",")
 	}
 	return r.Log.Head, pts, nil
@@ -129,6 +138,23 @@ func (a *API) agentStates(ctx context.Context, seq uint64) (map[string]string, i
 		a.agents[seq] = m
 	}
 	return m, 1
+}
+
+// session is the short id of the conversation an agent hook saved as the
+// agent's state at seq ("" when the state is not a hook's).
+func (a *API) session(ctx context.Context, name string, seq uint64) string {
+	var r api.AgentShowResult
+	if a.C.Do(ctx, api.AgentShowParams{Name: name, At: seqTarget(seq)}, &r) != nil {
+		return ""
+	}
+	var st hooks.State
+	if json.Unmarshal(r.Data, &st) != nil {
+		return ""
+	}
+	if len(st.SessionID) > 8 {
+		return st.SessionID[:8]
+	}
+	return st.SessionID
 }
 
 func (a *API) Changes(ctx context.Context, seq uint64) ([]Change, error) {
