@@ -167,3 +167,20 @@ func xdgOf(m *Mount) []string {
 	}
 	return nil
 }
+
+// TestTimelineNeedsTerminal: without a terminal (a script, CI) the picker
+// exits 2 with one line, and rewind -i takes no target; rewind without
+// -i still needs one.
+func TestTimelineNeedsTerminal(t *testing.T) {
+	env := testEnv(t)
+	for _, args := range [][]string{{"timeline"}, {"rewind", "-i"}, {"rewind", "-i", "g2"}, {"rewind"}, {"timeline", "g2"}} {
+		r := runReynfs(env, args...)
+		lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+		if r.Code != 2 || len(lines) != 1 || r.Stdout != "" {
+			t.Errorf("reynfs %s: exit %d, stdout %q, stderr %q; want exit 2 and one line", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	if r := runReynfs(env, "timeline"); !strings.Contains(r.Stderr, "needs a terminal") {
+		t.Errorf("reynfs timeline without a terminal: %q", r.Stderr)
+	}
+}
