@@ -150,12 +150,13 @@ journal record with a global sequence number and all content is stored once, by 
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newTimelineCommand())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	})
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
 		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(),
-		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand(), newTimelineCommand())
+		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand())
 	return root
 }
 

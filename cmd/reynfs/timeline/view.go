@@ -380,6 +380,7 @@ func (m Model) helpView() string {
 		"indented rows are abandoned branches (with a), under the point they forked from.",
 		"The right pane lists what a rewind to the highlighted point would change now:",
 		"A added back, M changed, D removed. Enter asks before anything changes.",
+		"Nothing is deleted: u rewinds to just before the last rewind, and u again undoes that.",
 		"",
 		hm.FullHelpView(m.keys.FullHelp()),
 		"",
