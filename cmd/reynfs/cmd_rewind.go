@@ -25,11 +25,11 @@ generation id (g3), -N (N generations back on the current path) or a label. A re
 record is appended and synced first; nothing is deleted: the abandoned future stays
 as an inactive branch ('reynfs log --all'), and rewinding to the seq just before the
 reset record restores it. Handles opened before the rewind fail with ESTALE.
+-i picks TARGET in the timeline UI instead ('reynfs timeline').
 Runs started with 'reynfs run' are stopped first: cancelled (--on-rewind kill, the
 default), frozen across the rewind (freeze) or left alone (keep), and the output names
 them; --no-cancel refuses the rewind (exit 1, runs_active) while such a run is going.
 On an unmounted store the store is rewound and the next mount shows the result.
--i picks TARGET in the timeline UI instead ('reynfs timeline').
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.RangeArgs(0, 1)),
