@@ -21,8 +21,8 @@ die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
 
 # --- Debian packages ---------------------------------------------------------
 # package -> a command it provides (empty: check dpkg only)
-PKGS=(fuse3 sqlite3 git fio gcc libc6-dev acl rsync util-linux perl-base e2fsprogs)
-declare -A CMD_OF=([fuse3]=fusermount3 [sqlite3]=sqlite3 [git]=git [fio]=fio [gcc]=gcc [libc6-dev]= [acl]=setfacl [rsync]=rsync [util-linux]=setpriv [perl-base]=perl [e2fsprogs]=chattr)
+PKGS=(fuse3 sqlite3 git fio gcc libc6-dev acl rsync util-linux perl-base e2fsprogs tmux)
+declare -A CMD_OF=([fuse3]=fusermount3 [sqlite3]=sqlite3 [git]=git [fio]=fio [gcc]=gcc [libc6-dev]= [acl]=setfacl [rsync]=rsync [util-linux]=setpriv [perl-base]=perl [e2fsprogs]=chattr [tmux]=tmux)
 
 have_pkg() {
 	local p=$1 c=${CMD_OF[$1]:-}

@@ -16,23 +16,33 @@ import (
 func newRewindCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
-	var dry, asJSON, noCancel bool
+	var dry, asJSON, noCancel, interactive bool
 	cmd := &cobra.Command{
-		Use:   "rewind TARGET [--dry-run]",
+		Use:   "rewind TARGET [--dry-run] | rewind -i",
 		Short: "Move the whole workspace back to a retained point (append-only)",
 		Long: `Rewind the workspace around the current directory (or --dir) to TARGET: a seq, a
 generation id (g3), -N (N generations back on the current path) or a label. A reset
 record is appended and synced first; nothing is deleted: the abandoned future stays
 as an inactive branch ('reynfs log --all'), and rewinding to the seq just before the
 reset record restores it. Handles opened before the rewind fail with ESTALE.
+-i picks TARGET in the timeline UI instead ('reynfs timeline').
 Runs started with 'reynfs run' are stopped first: cancelled (--on-rewind kill, the
 default), frozen across the rewind (freeze) or left alone (keep), and the output names
 them; --no-cancel refuses the rewind (exit 1, runs_active) while such a run is going.
 On an unmounted store the store is rewound and the next mount shows the result.
 
 ` + exitCodeHelp,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: usageArgs(cobra.RangeArgs(0, 1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if interactive {
+				if len(args) > 0 || dry || asJSON || noCancel {
+					return fmt.Errorf("%w: -i picks the target itself: give no TARGET, --dry-run, --json or --no-cancel", errUsage)
+				}
+				return runTimeline(cmd.Context(), o, dir)
+			}
+			if err := usageArgs(cobra.ExactArgs(1))(cmd, args); err != nil {
+				return err
+			}
 			var resp api.RewindResult
 			if err := call(cmd.Context(), o, dir, api.RewindParams{Target: args[0], Dry: dry, NoCancel: noCancel}, &resp); err != nil {
 				return err
@@ -52,6 +62,7 @@ On an unmounted store the store is rewound and the next mount shows the result.
 	}
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would change, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pick the target in the timeline UI")
 	cmd.Flags().BoolVar(&noCancel, "no-cancel", false, "refuse (runs_active) rather than cancel or freeze runs still going")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")

@@ -150,6 +150,7 @@ journal record with a global sequence number and all content is stored once, by 
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newTimelineCommand())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	})
