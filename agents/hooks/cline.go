@@ -1,0 +1,75 @@
+package hooks
+
+import "fmt"
+
+// Cline's hooks (cline/cline .clinerules/hooks/README.md, and
+// https://docs.cline.bot/features/hooks/hook-reference) are executable
+// files named after the event (TaskStart, TaskResume, TaskCancel,
+// TaskComplete, UserPromptSubmit, PreToolUse, PostToolUse, PreCompact) in
+// .clinerules/hooks/ of the workspace, enabled by the "Enable Hooks"
+// setting. Each reads one JSON object on stdin: clineVersion, hookName,
+// timestamp, taskId, workspaceRoots, userId, and one object named after
+// the hook (userPromptSubmit.prompt, postToolUse.toolName,
+// taskStart.taskMetadata.ulid…). Each must answer with JSON on stdout,
+// {"cancel": false} to let the task go on.
+var clineTool = tool{
+	decode: decodeCline,
+	// Cline's built-in tools that can change files (cline/cline
+	// src/shared/tools.ts, ClineDefaultTool): execute_command, write_to_file,
+	// replace_in_file, apply_patch and new_rule (it writes a rule file);
+	// use_mcp_tool may write anything.
+	writes: named(nil, "execute_command", "write_to_file", "replace_in_file", "apply_patch", "new_rule", "use_mcp_tool"),
+	resume: func(s State) string {
+		return fmt.Sprintf("cline: reopen task %s from Cline's task history", s.SessionID)
+	},
+	// Every Cline hook answers, even when it failed: "cancel": false lets
+	// the task go on.
+	reply: func(string) string { return `{"cancel":false}` },
+}
+
+type clineMeta struct {
+	TaskMetadata struct {
+		ULID string `json:"ulid"`
+	} `json:"taskMetadata"`
+}
+
+type clinePayload struct {
+	Hook         string    `json:"hookName"`
+	TaskID       string    `json:"taskId"`
+	Roots        []string  `json:"workspaceRoots"`
+	TaskStart    clineMeta `json:"taskStart"`
+	TaskResume   clineMeta `json:"taskResume"`
+	PromptSubmit struct {
+		Prompt string `json:"prompt"`
+	} `json:"userPromptSubmit"`
+	PostToolUse struct {
+		ToolName string `json:"toolName"`
+	} `json:"postToolUse"`
+}
+
+func decodeCline(b []byte) (moment, *Payload, error) {
+	var c clinePayload
+	if err := decodeJSON(b, &c); err != nil {
+		return momentNone, nil, err
+	}
+	p := &Payload{SessionID: c.TaskID, Event: c.Hook, Prompt: c.PromptSubmit.Prompt, ToolName: c.PostToolUse.ToolName}
+	if len(c.Roots) > 0 {
+		p.Cwd = c.Roots[0]
+	}
+	switch c.Hook {
+	case "":
+		return momentNone, p, fmt.Errorf("payload has no hookName")
+	case "TaskStart", "TaskResume":
+		p.PromptID = first(c.TaskStart.TaskMetadata.ULID, c.TaskResume.TaskMetadata.ULID)
+		return momentStart, p, nil
+	case "UserPromptSubmit":
+		return momentPrompt, p, nil
+	case "PostToolUse":
+		return momentTool, p, nil
+	case "TaskComplete", "TaskCancel":
+		// A task is Cline's turn: it ends when the task completes, or when
+		// it is cancelled with work already done.
+		return momentEnd, p, nil
+	}
+	return momentNone, p, nil
+}
