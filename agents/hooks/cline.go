@@ -1,6 +1,9 @@
 package hooks
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Cline's hooks (cline/cline .clinerules/hooks/README.md, and
 // https://docs.cline.bot/features/hooks/hook-reference) are executable
@@ -72,4 +75,36 @@ func decodeCline(b []byte) (moment, *Payload, error) {
 		return momentEnd, p, nil
 	}
 	return momentNone, p, nil
+}
+
+// ClineHooks are the hook files integrate writes in .clinerules/hooks/.
+var ClineHooks = []string{"TaskStart", "TaskResume", "UserPromptSubmit", "PostToolUse", "TaskComplete", "TaskCancel"}
+
+// ClineScript is each of those files: Cline runs the file itself (its
+// shebang), with the payload on stdin; 'reynfs hook cline' answers for it.
+const ClineScript = `#!/bin/sh
+# reynfs integrate cline: this event cuts a reynfs generation (docs/agents.md).
+exec reynfs hook cline
+`
+
+// ErrForeignHook is returned by IntegrateClineHook for a hook file that is
+// there and is not the one integrate writes: Cline runs one file per
+// event, and integrate will not replace or edit someone else's.
+var ErrForeignHook = errors.New("exists and is not reynfs's (add 'reynfs hook cline' to it by hand, see docs/agents.md)")
+
+// IntegrateClineHook says what becomes of one hook file, given its content
+// and whether it existed: the content to write (keep) or that the file
+// should go (!keep). Adding twice changes nothing; remove deletes only a
+// file that is exactly ClineScript.
+func IntegrateClineHook(content []byte, existed, remove bool) (out []byte, keep bool, err error) {
+	mine := existed && string(content) == ClineScript
+	switch {
+	case remove && mine:
+		return nil, false, nil
+	case remove || mine:
+		return content, existed, nil
+	case existed:
+		return content, true, ErrForeignHook
+	}
+	return []byte(ClineScript), true, nil
 }
