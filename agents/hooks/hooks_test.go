@@ -18,7 +18,7 @@ func TestReplay(t *testing.T) {
 		cursorSession = "c0ffee00-1111-4222-8333-444455556666"
 		clineTask     = "1764748800123"
 		ohSession     = "3f1c2a9e-5b7d-4e21-9c0a-1d2e3f4a5b6c"
-		codexSession  = "019a6c1e-7d2b-7a10-9f3e-5c2d1b0a4e77"
+		codexSession  = "01a23b43-4046-7e23-bafe-e9fee970350c"
 		goOn          = `{"continue":true}`
 		noCancel      = `{"cancel":false}`
 	)
@@ -34,12 +34,12 @@ func TestReplay(t *testing.T) {
 		"gemini-SessionStart.json":     {calls: `agent.save gemini g-77`},
 
 		"codex-SessionStart.json":            {calls: `agent.save codex ` + codexSession},
-		"codex-UserPromptSubmit.json":        {calls: `agent.save codex ` + codexSession + "; checkpoint turn \"Rename `foo` to `bar` and update the callsites.\""},
+		"codex-UserPromptSubmit.json":        {calls: `agent.save codex ` + codexSession + `; checkpoint turn "Rename the parser"`},
 		"codex-PreToolUse-Bash.json":         {},
 		"codex-PostToolUse-Bash.json":        {calls: `checkpoint tool "tool Bash"`},
 		"codex-PostToolUse-apply_patch.json": {calls: `checkpoint tool "tool apply_patch"`},
 		"codex-Stop.json":                    {calls: `checkpoint turn "end of turn"`},
-		"codex-notify.json":                  {calls: `agent.save codex b5f6c1c2-1111-2222-3333-444455556666; checkpoint turn "end of turn"`},
+		"codex-notify.json":                  {calls: `agent.save codex ` + codexSession + `; checkpoint turn "end of turn"`},
 
 		"cursor-sessionStart.json":        {calls: `agent.save cursor ` + cursorSession},
 		"cursor-beforeSubmitPrompt.json":  {calls: `agent.save cursor ` + cursorSession + `; checkpoint turn "Fix the bug in main.ts"`, reply: goOn},
@@ -99,7 +99,7 @@ func TestReplay(t *testing.T) {
 				if err := json.Unmarshal(c.Data, &s); err != nil || s.Tool != tool || s.SessionID == "" || s.Cwd != "/w" {
 					t.Errorf("%s: state %s: %v", name, c.Data, err)
 				}
-				if (tool == "claude" || tool == "gemini" || tool == "cursor") && s.TranscriptPath == "" {
+				if (tool == "claude" || tool == "gemini" || tool == "cursor" || tool == "codex" && name != "codex-notify.json") && s.TranscriptPath == "" {
 					t.Errorf("%s: state %s has no transcript path", name, c.Data)
 				}
 				if Resume(c.Data) == "" {
