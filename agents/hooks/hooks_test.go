@@ -15,12 +15,13 @@ import (
 // calls they turn into and what 'reynfs hook' answers on stdout.
 func TestReplay(t *testing.T) {
 	const (
-		cursorSession = "c0ffee00-1111-4222-8333-444455556666"
-		clineTask     = "1764748800123"
-		ohSession     = "3f1c2a9e-5b7d-4e21-9c0a-1d2e3f4a5b6c"
-		codexSession  = "01a23b43-4046-7e23-bafe-e9fee970350c"
-		goOn          = `{"continue":true}`
-		noCancel      = `{"cancel":false}`
+		cursorSession   = "c0ffee00-1111-4222-8333-444455556666"
+		clineTask       = "1764748800123"
+		clineCLISession = "1796290836780_7xvyh"
+		ohSession       = "3f1c2a9e-5b7d-4e21-9c0a-1d2e3f4a5b6c"
+		codexSession    = "01a23b43-4046-7e23-bafe-e9fee970350c"
+		goOn            = `{"continue":true}`
+		noCancel        = `{"cancel":false}`
 	)
 	want := map[string]struct{ calls, reply string }{
 		"claude-UserPromptSubmit.json": {calls: `agent.save claude abc123; checkpoint turn "Fix the failing test in parser.go"`},
@@ -49,7 +50,7 @@ func TestReplay(t *testing.T) {
 		"cursor-afterMCPExecution.json":   {calls: `checkpoint tool "tool MCP:database_query"`},
 		"cursor-stop.json":                {calls: `checkpoint turn "end of turn"`},
 
-		"cline-TaskStart.json":                 {calls: `agent.save cline ` + clineTask, reply: noCancel},
+		"cline-TaskStart.json":                 {calls: `agent.save cline ` + clineTask + `; checkpoint turn "Add a --verbose flag"`, reply: noCancel},
 		"cline-TaskResume.json":                {calls: `agent.save cline ` + clineTask, reply: noCancel},
 		"cline-UserPromptSubmit.json":          {calls: `agent.save cline ` + clineTask + `; checkpoint turn "Add a --verbose flag to the CLI"`, reply: noCancel},
 		"cline-PreToolUse.json":                {reply: noCancel},
@@ -57,6 +58,11 @@ func TestReplay(t *testing.T) {
 		"cline-PostToolUse-read_file.json":     {reply: noCancel},
 		"cline-TaskComplete.json":              {calls: `checkpoint turn "end of turn"`, reply: noCancel},
 		"cline-TaskCancel.json":                {calls: `checkpoint turn "end of turn"`, reply: noCancel},
+
+		"cline-cli-TaskStart.json":          {calls: `agent.save cline ` + clineCLISession + `; checkpoint turn "new task"`, reply: noCancel},
+		"cline-cli-PreToolUse.json":         {reply: noCancel},
+		"cline-cli-PostToolUse-editor.json": {calls: `checkpoint tool "tool editor"`, reply: noCancel},
+		"cline-cli-TaskComplete.json":       {calls: `checkpoint turn "end of turn"`, reply: noCancel},
 
 		"openhands-SessionStart.json":             {calls: `agent.save openhands ` + ohSession},
 		"openhands-UserPromptSubmit.json":         {calls: `agent.save openhands ` + ohSession + `; checkpoint turn "Make the tests pass"`},

@@ -157,7 +157,7 @@ func TestHookTools(t *testing.T) {
 
 // TestIntegrateTools: 'reynfs integrate' of Codex, Cursor and OpenHands
 // twice then --remove gives back the original file byte for byte; for
-// Cline it writes six executables and removes exactly them, and refuses
+// Cline it writes seven executables and removes exactly them, and refuses
 // (exit 2, nothing written) when a hook file of someone else's is there.
 func TestIntegrateTools(t *testing.T) {
 	env := testEnv(t)
@@ -197,8 +197,8 @@ func TestIntegrateTools(t *testing.T) {
 		t.Fatalf("integrate cline: exit %d: %q", r.Code, r.Stderr)
 	}
 	ents, _ := os.ReadDir(hookDir)
-	if len(ents) != 6 {
-		t.Fatalf("integrate cline wrote %d hook files, want 6", len(ents))
+	if len(ents) != 7 {
+		t.Fatalf("integrate cline wrote %d hook files, want 7", len(ents))
 	}
 	for _, e := range ents {
 		fi, _ := e.Info()
