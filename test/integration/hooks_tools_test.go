@@ -148,7 +148,7 @@ func TestHookTools(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("rewind: exit %d:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	for _, want := range []string{"codex resume codex-s1 (turn turn-1)", "cursor: reopen conversation cursor-c1", "cline: reopen task cline-t1", "openhands: resume conversation oh-s1"} {
+	for _, want := range []string{"codex resume codex-s1 (turn turn-1)", "cursor: reopen conversation cursor-c1", "cline --id cline-t1", "openhands: resume conversation oh-s1"} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("rewind output lacks %q:\n%s", want, r.Stdout)
 		}
