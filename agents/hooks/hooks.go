@@ -1,9 +1,26 @@
-// Package hooks turns the hook payloads of agent CLIs (Claude Code, Gemini
-// CLI) into control API calls, so that every prompt, every tool call that
-// can write and every end of turn is a generation, and the agent's
-// conversation can be resumed at the point a rewind goes back to. It only
-// translates: the caller makes the calls, bounded in time, and never
-// blocks the agent (a hook that fails must not stop its turn).
+// Package hooks turns the hook payloads of agent CLIs (Claude Code, Codex
+// CLI, Gemini CLI, Cursor, Cline, OpenHands) into control API calls, so
+// that every prompt, every tool call that can write and every end of turn
+// is a generation, and the agent's conversation can be resumed at the point
+// a rewind goes back to. It only translates: the caller makes the calls,
+// bounded in time, and never blocks the agent (a hook that fails must not
+// stop its turn).
+//
+// Each tool has its own file (claude.go, codex.go, cursor.go, cline.go,
+// openhands.go) that decodes the tool's payload into a moment of the turn
+// and a normalised Payload, citing where the format comes from. What a
+// moment turns into is decided here, once, so that every tool cuts the
+// same generations:
+//
+//	session start      agent.save of State
+//	before a prompt    agent.save of State, then a generation of kind turn
+//	                   labelled with the prompt's first line (the state is
+//	                   saved first so that generation holds it)
+//	after a writer     a generation of kind tool labelled "tool NAME"
+//	end of a turn      a generation of kind turn labelled "end of turn"
+//
+// A few tools want an answer on stdout even when the hook has nothing to
+// say (Cursor's beforeSubmitPrompt, every Cline hook); Reply gives it.
 package hooks
 
 import (
@@ -21,18 +38,16 @@ const KindTool = "tool"
 // turn again in 'reynfs log', and a pasted file must not become a label.
 const maxLabel = 72
 
-// Payload is the union of the fields the supported tools send on stdin.
-// Claude Code's names are documented (settings.json hooks); Gemini CLI uses
-// the same names for the fields read here.
+// Payload is what the hooks read from any tool's payload, under one set of
+// names (each tool's file maps its own field names onto these).
 type Payload struct {
-	SessionID      string          `json:"session_id"`
-	TranscriptPath string          `json:"transcript_path"`
-	Cwd            string          `json:"cwd"`
-	Event          string          `json:"hook_event_name"`
-	Prompt         string          `json:"prompt"`
-	PromptID       string          `json:"prompt_id"`
-	ToolName       string          `json:"tool_name"`
-	ToolInput      json.RawMessage `json:"tool_input"`
+	SessionID      string
+	TranscriptPath string
+	Cwd            string
+	Event          string
+	Prompt         string
+	PromptID       string
+	ToolName       string
 }
 
 // State is what resuming the agent's conversation needs, saved as the
@@ -45,61 +60,100 @@ type State struct {
 	Cwd            string `json:"cwd,omitempty"`
 }
 
-// Tools lists the tools whose hooks are understood.
-var Tools = []string{"claude", "gemini"}
+// moment is the point of an agent's turn one hook event stands for.
+type moment int
 
-// writers are the tools' built-in tools that can change files. A tool not
-// listed (Read, Grep, WebFetch…) cuts no generation: nothing to take back.
-// MCP tools (mcp__…) may write anything, so they count as writers.
-var writers = map[string]map[string]bool{
-	"claude": {"Bash": true, "Write": true, "Edit": true, "MultiEdit": true, "NotebookEdit": true},
-	// Gemini CLI's built-in tool names as its docs list them.
-	"gemini": {"run_shell_command": true, "write_file": true, "replace": true},
+const (
+	momentNone   moment = iota // an event the hooks take nothing from
+	momentStart                // a session starts or resumes
+	momentPrompt               // a user prompt is about to be sent
+	momentTool                 // a tool call has finished (Payload.ToolName)
+	momentEnd                  // the agent's turn has ended
+	momentSaved                // the turn has ended, and only now is the session known (Codex notify)
+)
+
+// tool is one agent CLI: how its payload decodes and which of its tools
+// can write.
+type tool struct {
+	decode func(payload []byte) (moment, *Payload, error)
+	// writes says whether a tool call of this name can change files. A
+	// tool that only reads (Read, Grep, WebFetch…) cuts no generation:
+	// there is nothing to take back.
+	writes func(name string) bool
+	// resume says how to bring the conversation back ("" when unknown).
+	resume func(s State) string
+	// reply is what stdout must carry for event ("" for nothing); event is
+	// "" when the payload could not be read.
+	reply func(event string) string
+}
+
+// Tools lists the tools whose hooks are understood, in the order 'reynfs
+// rewind' asks for their saved states.
+var Tools = []string{"claude", "codex", "gemini", "cursor", "cline", "openhands"}
+
+var tools = map[string]tool{
+	"claude":    claudeTool,
+	"codex":     codexTool,
+	"gemini":    geminiTool,
+	"cursor":    cursorTool,
+	"cline":     clineTool,
+	"openhands": openhandsTool,
 }
 
 // Translate reads one hook payload of tool and returns the calls to make,
-// in order (none for an event that needs none). Its error is one line.
-func Translate(tool string, payload []byte) ([]api.Params, *Payload, error) {
-	w, ok := writers[tool]
+// in order (none for an event that needs none), and the payload read (nil
+// when it could not be). Its error is one line.
+func Translate(name string, payload []byte) ([]api.Params, *Payload, error) {
+	t, ok := tools[name]
 	if !ok {
-		return nil, nil, fmt.Errorf("hook: unknown tool %q: want %s", tool, strings.Join(Tools, ", "))
+		return nil, nil, fmt.Errorf("hook: unknown tool %q: want %s", name, strings.Join(Tools, ", "))
 	}
-	var p Payload
-	if err := json.Unmarshal(payload, &p); err != nil {
-		return nil, nil, fmt.Errorf("hook %s: decode payload: %v", tool, err)
+	m, p, err := t.decode(payload)
+	if err != nil {
+		return nil, p, fmt.Errorf("hook %s: %v", name, err)
 	}
-	ev := p.Event
-	switch tool + "/" + ev {
-	case "claude/UserPromptSubmit", "gemini/BeforeAgent":
+	switch m {
+	case momentStart:
+		if p.SessionID == "" {
+			return nil, p, nil
+		}
+		return []api.Params{saveState(name, p)}, p, nil
+	case momentPrompt:
 		// The state first: the generation then holds it, so a rewind to
 		// this turn finds the session to resume.
 		var calls []api.Params
 		if p.SessionID != "" {
-			calls = append(calls, saveState(tool, &p))
+			calls = append(calls, saveState(name, p))
 		}
-		calls = append(calls, api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt)})
-		return calls, &p, nil
-	case "claude/SessionStart", "gemini/SessionStart":
-		if p.SessionID == "" {
-			return nil, &p, nil
+		return append(calls, api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt)}), p, nil
+	case momentTool:
+		if !t.writes(p.ToolName) {
+			return nil, p, nil
 		}
-		return []api.Params{saveState(tool, &p)}, &p, nil
-	case "claude/PostToolUse", "gemini/AfterTool":
-		if !w[p.ToolName] && !strings.HasPrefix(p.ToolName, "mcp__") {
-			return nil, &p, nil
+		return []api.Params{api.CheckpointParams{Kind: KindTool, Label: "tool " + p.ToolName}}, p, nil
+	case momentEnd, momentSaved:
+		var calls []api.Params
+		if m == momentSaved && p.SessionID != "" {
+			calls = append(calls, saveState(name, p))
 		}
-		return []api.Params{api.CheckpointParams{Kind: KindTool, Label: "tool " + p.ToolName}}, &p, nil
-	case "claude/Stop", "claude/SubagentStop", "gemini/AfterAgent":
-		return []api.Params{api.CheckpointParams{Kind: "turn", Label: "end of turn"}}, &p, nil
-	case "claude/PreToolUse":
-		// The generation after the previous call already holds the tree
-		// this call starts from.
-		return nil, &p, nil
+		return append(calls, api.CheckpointParams{Kind: "turn", Label: "end of turn"}), p, nil
 	}
-	if ev == "" {
-		return nil, nil, fmt.Errorf("hook %s: payload has no hook_event_name", tool)
+	return nil, p, nil
+}
+
+// Reply is what 'reynfs hook TOOL' prints on stdout for the payload p (nil
+// when it could not be read), whatever happened to the calls: the tools
+// that parse an answer must get one that lets the agent go on.
+func Reply(name string, p *Payload) string {
+	t, ok := tools[name]
+	if !ok || t.reply == nil {
+		return ""
 	}
-	return nil, &p, nil
+	ev := ""
+	if p != nil {
+		ev = p.Event
+	}
+	return t.reply(ev)
 }
 
 func saveState(tool string, p *Payload) api.Params {
@@ -122,18 +176,53 @@ func Label(prompt string) string {
 	return "prompt"
 }
 
-// Resume says how to bring tool's conversation back to the point state was
-// saved at ("" when not known).
+// Resume says how to bring a tool's conversation back to the point state
+// was saved at ("" when not known).
 func Resume(state []byte) string {
 	var s State
 	if json.Unmarshal(state, &s) != nil || s.SessionID == "" {
 		return ""
 	}
-	switch s.Tool {
-	case "claude":
-		return fmt.Sprintf("claude --resume %s --fork-session", s.SessionID)
-	case "gemini":
-		return fmt.Sprintf("gemini: resume session %s (transcript %s)", s.SessionID, s.TranscriptPath)
+	if t, ok := tools[s.Tool]; ok && t.resume != nil {
+		return t.resume(s)
+	}
+	return ""
+}
+
+// named returns a writes func for a fixed set of tool names, plus every
+// name that starts with one of prefixes (MCP tools may write anything).
+func named(prefixes []string, names ...string) func(string) bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return func(name string) bool {
+		if set[name] {
+			return true
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// decodeJSON unmarshals a payload with a one-line error.
+func decodeJSON(payload []byte, v any) error {
+	if err := json.Unmarshal(payload, v); err != nil {
+		return fmt.Errorf("decode payload: %v", err)
+	}
+	return nil
+}
+
+// first returns the first non-empty string of ss.
+func first(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
 	}
 	return ""
 }

@@ -14,20 +14,68 @@ const ClaudeCommand = "reynfs hook claude"
 // GeminiCommand is ClaudeCommand for Gemini CLI.
 const GeminiCommand = "reynfs hook gemini"
 
+// Command is the hook command integrate writes for tool.
+func Command(tool string) string { return "reynfs hook " + tool }
+
 type hookEvent struct{ event, matcher string }
 
-// claudeEvents are the Claude Code events the hook listens to, with the
-// matcher of tool events (a PostToolUse without matcher matches nothing in
-// some versions, so it says "*" explicitly).
-var claudeEvents = []hookEvent{
-	{"SessionStart", ""}, {"UserPromptSubmit", ""}, {"PostToolUse", "*"}, {"Stop", ""},
+// settingsShape says how one tool's JSON hook config is laid out.
+type settingsShape struct {
+	tool    string
+	events  []hookEvent
+	timeout int // seconds; 0 sets none
+	// flat: each event holds the hook entries themselves ({"command": …},
+	// Cursor), not matcher groups that hold them ({"hooks": [{"type":
+	// "command", "command": …}]}, Claude Code and those that copied it).
+	flat bool
+	// version is set on a file integrate creates ({"version": 1}, Cursor's
+	// examples all carry it).
+	version int
 }
 
-// geminiEvents: Gemini CLI's matcher is a regex and optional; without one
-// AfterTool fires for every tool and Translate keeps the writers.
-var geminiEvents = []hookEvent{
+// claudeShape: the events Claude Code's hook listens to, with the matcher
+// of tool events (a PostToolUse without matcher matches nothing in some
+// versions, so it says "*" explicitly).
+var claudeShape = settingsShape{tool: "claude", timeout: 10, events: []hookEvent{
+	{"SessionStart", ""}, {"UserPromptSubmit", ""}, {"PostToolUse", "*"}, {"Stop", ""},
+}}
+
+// geminiShape: Gemini CLI's matcher is a regex and optional; without one
+// AfterTool fires for every tool and Translate keeps the writers. Its
+// timeout unit is not confirmed, so none is set.
+var geminiShape = settingsShape{tool: "gemini", events: []hookEvent{
 	{"SessionStart", ""}, {"BeforeAgent", ""}, {"AfterTool", ""}, {"AfterAgent", ""},
-}
+}}
+
+// codexShape: .codex/hooks.json, Claude Code's shape. Codex's matcher is a
+// regex where "*" is not valid, and a group without one matches every tool
+// (openai/codex codex-rs/config MatcherGroup: "None means all"); timeout is
+// in seconds.
+var codexShape = settingsShape{tool: "codex", timeout: 10, events: []hookEvent{
+	{"SessionStart", ""}, {"UserPromptSubmit", ""}, {"PostToolUse", ""}, {"Stop", ""},
+}}
+
+// openhandsShape: .openhands/hooks.json, Claude Code's shape; a group
+// without matcher matches every tool ("*" is the default, config.py), and
+// timeout is in seconds (default 60).
+var openhandsShape = settingsShape{tool: "openhands", timeout: 10, events: []hookEvent{
+	{"SessionStart", ""}, {"UserPromptSubmit", ""}, {"PostToolUse", ""}, {"Stop", ""},
+}}
+
+// cursorShape: .cursor/hooks.json, {"version": 1, "hooks": {event:
+// [{"command", "timeout"}]}} with timeout in seconds
+// (https://cursor.com/docs/hooks, "Configuration").
+var cursorShape = settingsShape{tool: "cursor", timeout: 10, flat: true, version: 1, events: []hookEvent{
+	{"sessionStart", ""}, {"beforeSubmitPrompt", ""}, {"afterFileEdit", ""},
+	{"afterShellExecution", ""}, {"afterMCPExecution", ""}, {"stop", ""},
+}}
+
+// claudeEvents and geminiEvents name the events of the shapes above for
+// tests.
+var (
+	claudeEvents = claudeShape.events
+	geminiEvents = geminiShape.events
+)
 
 // member is one key of a JSON object, its value as it was written: keys
 // not touched keep their order and their bytes.
@@ -107,9 +155,13 @@ func find(ms []member, key string) int {
 	return -1
 }
 
-// ours says whether a matcher group of Claude Code's settings is the one
-// integrate added.
-func ours(raw json.RawMessage, command string) bool {
+// ours says whether an entry of an event's list is the one integrate
+// added: a matcher group holding only our command, or (flat) our command.
+func ours(raw json.RawMessage, command string, flat bool) bool {
+	if flat {
+		var h struct{ Command string }
+		return json.Unmarshal(raw, &h) == nil && h.Command == command
+	}
 	var g struct {
 		Hooks []struct{ Command string } `json:"hooks"`
 	}
@@ -135,18 +187,38 @@ func indentOf(b []byte) string {
 // original bytes when the file was indented consistently, since only the
 // hooks entries integrate owns are rewritten.
 func IntegrateClaude(settings []byte, remove bool) ([]byte, error) {
-	return integrateSettings("claude", settings, ClaudeCommand, claudeEvents, 10, remove)
+	return integrateSettings(claudeShape, settings, remove)
 }
 
-// IntegrateGemini is IntegrateClaude for Gemini CLI's .gemini/settings.json
-// (same shape of hooks; its timeout unit is not confirmed, so none is set).
+// IntegrateGemini is IntegrateClaude for Gemini CLI's .gemini/settings.json.
 func IntegrateGemini(settings []byte, remove bool) ([]byte, error) {
-	return integrateSettings("gemini", settings, GeminiCommand, geminiEvents, 0, remove)
+	return integrateSettings(geminiShape, settings, remove)
 }
 
-func integrateSettings(tool string, settings []byte, command string, events []hookEvent, timeout int, remove bool) ([]byte, error) {
+// IntegrateCodex is IntegrateClaude for Codex CLI's .codex/hooks.json.
+func IntegrateCodex(settings []byte, remove bool) ([]byte, error) {
+	return integrateSettings(codexShape, settings, remove)
+}
+
+// IntegrateCursor is IntegrateClaude for Cursor's .cursor/hooks.json. A
+// file it creates starts with "version": 1, which --remove leaves.
+func IntegrateCursor(settings []byte, remove bool) ([]byte, error) {
+	return integrateSettings(cursorShape, settings, remove)
+}
+
+// IntegrateOpenHands is IntegrateClaude for OpenHands's
+// .openhands/hooks.json.
+func IntegrateOpenHands(settings []byte, remove bool) ([]byte, error) {
+	return integrateSettings(openhandsShape, settings, remove)
+}
+
+func integrateSettings(sh settingsShape, settings []byte, remove bool) ([]byte, error) {
+	tool, command := sh.tool, Command(sh.tool)
 	if len(bytes.TrimSpace(settings)) == 0 {
 		settings = []byte("{}\n")
+		if sh.version > 0 && !remove {
+			settings = []byte(fmt.Sprintf("{\n  \"version\": %d\n}\n", sh.version))
+		}
 	}
 	top, err := parseObject(settings)
 	if err != nil {
@@ -160,7 +232,7 @@ func integrateSettings(tool string, settings []byte, command string, events []ho
 			return nil, fmt.Errorf("integrate %s: settings hooks: %v", tool, err)
 		}
 	}
-	for _, ev := range events {
+	for _, ev := range sh.events {
 		var groups []json.RawMessage
 		ei := find(hooks, ev.event)
 		if ei >= 0 {
@@ -170,7 +242,7 @@ func integrateSettings(tool string, settings []byte, command string, events []ho
 		}
 		kept := groups[:0:0]
 		for _, g := range groups {
-			if !ours(g, command) {
+			if !ours(g, command, sh.flat) {
 				kept = append(kept, g)
 			}
 		}
@@ -178,16 +250,7 @@ func integrateSettings(tool string, settings []byte, command string, events []ho
 			if len(kept) < len(groups) {
 				continue // already there: leave it, bytes and all
 			}
-			h := map[string]any{"type": "command", "command": command}
-			if timeout > 0 {
-				h["timeout"] = timeout
-			}
-			g := map[string]any{"hooks": []map[string]any{h}}
-			if ev.matcher != "" {
-				g["matcher"] = ev.matcher
-			}
-			b, _ := json.MarshalIndent(g, strings.Repeat(ind, 3), ind)
-			kept = append(kept, b)
+			kept = append(kept, entry(sh, ev, ind))
 		} else if len(kept) == len(groups) {
 			continue
 		}
@@ -213,4 +276,26 @@ func integrateSettings(tool string, settings []byte, command string, events []ho
 		out = append(out, '\n')
 	}
 	return out, nil
+}
+
+// entry is the JSON integrate adds to one event's list, indented to sit at
+// depth 3 of the file.
+func entry(sh settingsShape, ev hookEvent, ind string) json.RawMessage {
+	h := map[string]any{"command": Command(sh.tool)}
+	if !sh.flat {
+		h["type"] = "command"
+	}
+	if sh.timeout > 0 {
+		h["timeout"] = sh.timeout
+	}
+	var v any = h
+	if !sh.flat {
+		g := map[string]any{"hooks": []map[string]any{h}}
+		if ev.matcher != "" {
+			g["matcher"] = ev.matcher
+		}
+		v = g
+	}
+	b, _ := json.MarshalIndent(v, strings.Repeat(ind, 3), ind)
+	return b
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/agents/hooks"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
@@ -25,21 +26,28 @@ const maxPayload = 8 << 20
 func newHookCommand() *cobra.Command {
 	var o storeOptions
 	cmd := &cobra.Command{
-		Use:   "hook " + strings.Join(hooks.Tools, "|"),
+		Use:   "hook " + strings.Join(hooks.Tools, "|") + " [PAYLOAD]",
 		Short: "Cut generations from an agent CLI's hook (reads the hook's JSON on stdin)",
-		Long: `Run as a hook of an agent CLI: reads the hook's JSON payload on stdin and cuts a
-generation before each prompt (kind turn), after each tool call that can write
-(kind tool) and at the end of each turn, and saves what resuming the
-conversation needs as the agent's state. See docs/agents.md.
+		Long: `Run as a hook of an agent CLI: reads the hook's JSON payload on stdin (or as
+the argument PAYLOAD, as Codex's notify program gets it) and cuts a generation
+before each prompt (kind turn), after each tool call that can write (kind
+tool) and at the end of each turn, and saves what resuming the conversation
+needs as the agent's state. See docs/agents.md.
 
-It prints nothing on success and always exits 0, even when the daemon is not
-running or the payload is bad (exit 2 would block the agent): a failure is
-one line on stderr.`,
+It always exits 0, even when the daemon is not running or the payload is bad
+(exit 2 would block the agent): a failure is one line on stderr. stdout stays
+empty except where the tool requires an answer, which is then the one that
+lets the agent go on: {"continue":true} for Cursor's beforeSubmitPrompt,
+{"cancel":false} for every Cline hook.`,
 		Args:               cobra.ArbitraryArgs,
 		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := runHook(cmd.Context(), o, args, os.Stdin); err != nil {
+			reply, err := runHook(cmd.Context(), o, args, os.Stdin)
+			if err != nil {
 				fmt.Fprintf(os.Stderr, "reynfs: %v\n", err)
+			}
+			if reply != "" {
+				fmt.Println(reply)
 			}
 			return nil
 		},
@@ -48,35 +56,49 @@ one line on stderr.`,
 	return cmd
 }
 
-func runHook(ctx context.Context, o storeOptions, args []string, stdin io.Reader) error {
-	if len(args) != 1 {
-		return fmt.Errorf("hook: want one tool: %s", strings.Join(hooks.Tools, ", "))
+// runHook returns what to print on stdout (the tool's required answer, if
+// any, given whatever happened) and the failure to report on stderr.
+func runHook(ctx context.Context, o storeOptions, args []string, stdin io.Reader) (string, error) {
+	if len(args) == 0 || len(args) > 2 {
+		return "", fmt.Errorf("hook: want one tool (%s) and at most one payload argument", strings.Join(hooks.Tools, ", "))
 	}
 	ctx, cancel := context.WithTimeout(ctx, hookDeadline)
 	defer cancel()
-	payload, err := io.ReadAll(io.LimitReader(stdin, maxPayload))
-	if err != nil {
-		return fmt.Errorf("hook %s: read payload: %w", args[0], err)
+	var payload []byte
+	if len(args) == 2 {
+		payload = []byte(args[1])
+	} else {
+		var err error
+		if payload, err = io.ReadAll(io.LimitReader(stdin, maxPayload)); err != nil {
+			return hooks.Reply(args[0], nil), fmt.Errorf("hook %s: read payload: %w", args[0], err)
+		}
 	}
 	calls, p, err := hooks.Translate(args[0], payload)
+	reply := hooks.Reply(args[0], p)
 	if err != nil || len(calls) == 0 {
-		return err
+		return reply, err
 	}
+	return reply, callAll(ctx, o, args[0], p, calls)
+}
+
+// callAll makes the calls in order against the daemon of the mount around
+// the payload's cwd, all within the hook's deadline.
+func callAll(ctx context.Context, o storeOptions, tool string, p *hooks.Payload, calls []api.Params) error {
 	dir := p.Cwd
 	if dir == "" {
 		dir = "."
 	}
 	store, err := findStore(o, dir)
 	if err != nil {
-		return fmt.Errorf("hook %s: %w", args[0], err)
+		return fmt.Errorf("hook %s: %w", tool, err)
 	}
 	for _, c := range calls {
 		left := time.Until(deadlineOf(ctx))
 		if left <= 0 {
-			return fmt.Errorf("hook %s: %s: gave up after %s", args[0], c.Method(), hookDeadline)
+			return fmt.Errorf("hook %s: %s: gave up after %s", tool, c.Method(), hookDeadline)
 		}
 		if err := daemon.Call(ctx, store, c, nil, left); err != nil {
-			return fmt.Errorf("hook %s %s: %w", args[0], c.Method(), err)
+			return fmt.Errorf("hook %s %s: %w", tool, c.Method(), err)
 		}
 	}
 	return nil

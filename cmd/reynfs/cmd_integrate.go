@@ -15,27 +15,40 @@ func newIntegrateCommand() *cobra.Command {
 	var dir string
 	var remove bool
 	cmd := &cobra.Command{
-		Use:   "integrate claude|gemini|aider [--remove] [--dir PROJECT]",
+		Use:   "integrate claude|codex|gemini|cursor|cline|openhands|aider [--remove] [--dir PROJECT]",
 		Short: "Add reynfs's hooks to an agent CLI's project config (or remove them)",
-		Long: `Merge the hooks that run 'reynfs hook claude' into PROJECT/.claude/settings.json
-(created if missing), or for gemini .gemini/settings.json. Running it again changes nothing; --remove takes out exactly
-the entries it added. Other settings keep their order and bytes. For aider, add a
-block to .git/hooks/post-commit (created if missing, an existing hook is kept)
-that makes each commit a generation. See docs/agents.md.
+		Long: `Merge the hooks that run 'reynfs hook TOOL' into the tool's project config in
+PROJECT (created if missing): .claude/settings.json, .codex/hooks.json,
+.gemini/settings.json, .cursor/hooks.json or .openhands/hooks.json. Running it
+again changes nothing; --remove takes out exactly the entries it added. Other
+settings keep their order and bytes. For cline, write one executable per event
+in .clinerules/hooks/ (an existing hook file that is not reynfs's is an error,
+and nothing is written). For aider, add a block to .git/hooks/post-commit
+(created if missing, an existing hook is kept) that makes each commit a
+generation. See docs/agents.md.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := filepath.Join(dir, ".claude", "settings.json")
-			merge := hooks.IntegrateClaude
+			var path string
+			var merge func([]byte, bool) ([]byte, error)
 			switch args[0] {
 			case "claude":
+				path, merge = filepath.Join(dir, ".claude", "settings.json"), hooks.IntegrateClaude
+			case "codex":
+				path, merge = filepath.Join(dir, ".codex", "hooks.json"), hooks.IntegrateCodex
 			case "gemini":
 				path, merge = filepath.Join(dir, ".gemini", "settings.json"), hooks.IntegrateGemini
+			case "cursor":
+				path, merge = filepath.Join(dir, ".cursor", "hooks.json"), hooks.IntegrateCursor
+			case "openhands":
+				path, merge = filepath.Join(dir, ".openhands", "hooks.json"), hooks.IntegrateOpenHands
+			case "cline":
+				return integrateCline(dir, remove)
 			case "aider":
 				return integrateAider(dir, remove)
 			default:
-				return fmt.Errorf("%w: integrate %q: want claude, gemini or aider (see docs/agents.md for the others)", errUsage, args[0])
+				return fmt.Errorf("%w: integrate %q: want claude, codex, gemini, cursor, cline, openhands or aider", errUsage, args[0])
 			}
 			old, err := os.ReadFile(path)
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -66,19 +79,29 @@ that makes each commit a generation. See docs/agents.md.
 	return cmd
 }
 
-// replaceFile writes data beside path and renames it over: a crash leaves
-// the old or the new file, never half of it.
+// replaceFile writes data to a new temporary file beside path (a unique
+// name, so two integrates never share one) and renames it over: a crash
+// leaves the old or the new file, never half of it.
 func replaceFile(tool, path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".reynfs-tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), ".reynfs-*")
+	if err != nil {
 		return fmt.Errorf("integrate %s: %w", tool, err)
 	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("integrate %s: %w", tool, err)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
 		return fmt.Errorf("integrate %s: %w", tool, err)
 	}
 	return nil
@@ -113,4 +136,55 @@ func integrateAider(dir string, remove bool) error {
 		mode = fi.Mode().Perm() | 0o111
 	}
 	return replaceFile("aider", path, []byte(out), mode)
+}
+
+// integrateCline writes (or removes) one hook file per event in
+// .clinerules/hooks/. Every file is checked before any is written, so a
+// foreign hook leaves the directory as it was.
+func integrateCline(dir string, remove bool) error {
+	hookDir := filepath.Join(dir, ".clinerules", "hooks")
+	type change struct {
+		path string
+		out  []byte
+		keep bool
+	}
+	var changes []change
+	for _, name := range hooks.ClineHooks {
+		path := filepath.Join(hookDir, name)
+		old, err := os.ReadFile(path)
+		existed := err == nil
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("integrate cline: %w", err)
+		}
+		out, keep, err := hooks.IntegrateClineHook(old, existed, remove)
+		if err != nil {
+			return fmt.Errorf("%w: integrate cline: %s %v", errUsage, path, err)
+		}
+		if keep != existed || (keep && string(out) != string(old)) {
+			changes = append(changes, change{path, out, keep})
+		}
+	}
+	if len(changes) > 0 && !remove {
+		if err := os.MkdirAll(hookDir, 0o755); err != nil {
+			return fmt.Errorf("integrate cline: %w", err)
+		}
+	}
+	for _, c := range changes {
+		if !c.keep {
+			if err := os.Remove(c.path); err != nil {
+				return fmt.Errorf("integrate cline: %w", err)
+			}
+			continue
+		}
+		if err := replaceFile("cline", c.path, c.out, 0o755); err != nil {
+			return err
+		}
+	}
+	if remove && len(changes) > 0 {
+		// The directories go too when nothing else is in them (Remove
+		// fails on a directory that is not empty, and that is fine).
+		os.Remove(hookDir)
+		os.Remove(filepath.Dir(hookDir))
+	}
+	return nil
 }
