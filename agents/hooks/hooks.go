@@ -77,7 +77,7 @@ func Translate(tool string, payload []byte) ([]api.Params, *Payload, error) {
 		if p.SessionID != "" {
 			calls = append(calls, saveState(tool, &p))
 		}
-		calls = append(calls, api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt)})
+		calls = append(calls, api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt), Unique: true})
 		return calls, &p, nil
 	case "claude/SessionStart", "gemini/SessionStart":
 		if p.SessionID == "" {
@@ -88,9 +88,9 @@ func Translate(tool string, payload []byte) ([]api.Params, *Payload, error) {
 		if !w[p.ToolName] && !strings.HasPrefix(p.ToolName, "mcp__") {
 			return nil, &p, nil
 		}
-		return []api.Params{api.CheckpointParams{Kind: KindTool, Label: "tool " + p.ToolName}}, &p, nil
+		return []api.Params{api.CheckpointParams{Kind: KindTool, Label: "tool " + p.ToolName, Unique: true}}, &p, nil
 	case "claude/Stop", "claude/SubagentStop", "gemini/AfterAgent":
-		return []api.Params{api.CheckpointParams{Kind: "turn", Label: "end of turn"}}, &p, nil
+		return []api.Params{api.CheckpointParams{Kind: "turn", Label: "end of turn", Unique: true}}, &p, nil
 	case "claude/PreToolUse":
 		// The generation after the previous call already holds the tree
 		// this call starts from.
