@@ -92,7 +92,7 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
-		return d.checkpoint(p)
+		return result(d.checkpoint(p))
 	case api.UnmountParams{}.Method():
 		if d == nil {
 			return nil, errNeedsDaemon(method)

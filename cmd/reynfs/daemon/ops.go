@@ -26,7 +26,7 @@ func callOps(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Res
 		if err != nil {
 			return nil, err, true
 		}
-		r, err := s.undo(d, method == api.RedoParams{}.Method(), p.NoCancel)
+		r, err := result(s.undo(d, method == api.RedoParams{}.Method(), p.NoCancel))
 		return r, err, true
 	case api.BranchListParams{}.Method():
 		if _, err := params[api.BranchListParams](raw); err != nil {
@@ -43,13 +43,16 @@ func callOps(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Res
 			return nil, err, true
 		}
 		n, err := s.branchName(p)
-		return &api.BranchNameResult{Name: n}, err, true
+		if err != nil {
+			return nil, err, true
+		}
+		return &api.BranchNameResult{Name: n}, nil, true
 	case api.CheckoutParams{}.Method():
 		p, err := params[api.CheckoutParams](raw)
 		if err != nil {
 			return nil, err, true
 		}
-		r, err := s.checkout(d, p)
+		r, err := result(s.checkout(d, p))
 		return r, err, true
 	}
 	return nil, nil, false
