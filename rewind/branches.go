@@ -27,9 +27,11 @@ import (
 // A branch's automatic name is b-T, from its tip seq: a seq is never
 // reissued and a tip never changes, so the name is stable for as long as
 // the branch is a branch (a later reset to T continues it, and b-T is gone
-// with it). A branch whose own records are only resets and the
-// generations rewinds cut (an undo left it: its tip's tree is a state on
-// the current path already) is not listed.
+// with it). A branch whose tip's tree is its fork point's is not listed:
+// an undo leaves one (the rewound state, a state on the current path
+// already), and so does a remount after a rewind (its generation).
+// Branches whose own records are only resets and generations are skipped
+// without reconstructing them.
 //
 // A given name (reynfs branch NAME [TARGET]) marks one seq, as a tag does:
 // checkout NAME rewinds to exactly that state. Names live in the store
@@ -174,6 +176,9 @@ func Branches(j *journal.Journal) ([]Branch, error) {
 		if err := fill(j, path, gens, &b); err != nil {
 			return nil, err
 		}
+		if b.Changed == (Summary{}) {
+			continue
+		}
 		seen[tip] = true
 		out = append(out, b)
 	}
@@ -248,7 +253,7 @@ func forkPoint(p *journal.Path, x, y uint64) uint64 {
 }
 
 // onlyControl reports whether the records on tip's path after fork are
-// all resets and the generations rewinds cut.
+// all resets and generations (none changes the tree).
 func onlyControl(j *journal.Journal, p *journal.Path, fork, tip uint64) (bool, error) {
 	only := true
 	for _, s := range p.Segments(tip) {
@@ -259,7 +264,7 @@ func onlyControl(j *journal.Journal, p *journal.Path, fork, tip uint64) (bool, e
 			if r.Seq > s.To {
 				return errStop
 			}
-			if r.Op == journal.OpReset || r.Op == journal.OpGeneration && r.GenKind == KindRewind {
+			if r.Op == journal.OpReset || r.Op == journal.OpGeneration {
 				return nil
 			}
 			only = false
