@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -60,6 +61,10 @@ func TestBranchCheckout(t *testing.T) {
 		t.Errorf("branch %+v: want %s, tip %d, fork %d, +1 ~1", b, auto, tip, fork)
 	}
 
+	graph := udRun(t, m, "log", "--graph")
+	if !strings.Contains(graph, "@  g") || !strings.Contains(graph, "│ ○  g") || !strings.Contains(graph, "├─╯") || !strings.Contains(graph, "["+auto) {
+		t.Errorf("reynfs log --graph does not draw the branch %s off the current path:\n%s", auto, graph)
+	}
 	udRun(t, m, "branch", "feature", auto)
 	udRefused(t, m, "branch", "feature", "one") // taken
 	udRefused(t, m, "branch", "12")             // reads as a seq
