@@ -1,8 +1,10 @@
 package rewind
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -182,26 +184,40 @@ func parseRestoreLabel(l string) (string, uint64, bool) {
 	return rest[:i], from, true
 }
 
-// Ops reads the op log from the journal (every retained record: restores
-// are not indexed).
+// Ops reads the op log from the journal: the reset records (the
+// journal's index) and the restore records (opsindex.go).
 func Ops(j *journal.Journal) (*OpLog, error) {
 	floor, err := j.Floor()
 	if err != nil {
 		return nil, err
 	}
+	resets, err := j.Resets()
+	if err != nil {
+		return nil, fmt.Errorf("op log: %w", err)
+	}
+	restores, _, err := restoreSeqs(j, floor)
+	if err != nil {
+		return nil, fmt.Errorf("op log: %w", err)
+	}
 	var ops []Operation
-	err = j.Iter(max(floor, 1), func(r *journal.Record) error {
-		if r.Op != journal.OpReset && r.Op != journal.OpRestore {
-			return nil
+	for _, r := range resets {
+		if r.Seq < floor {
+			continue
 		}
 		if op, ok := parseOp(r); ok {
 			ops = append(ops, op)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("op log: %w", err)
 	}
+	for _, s := range restores {
+		r, err := j.Get(s)
+		if err != nil {
+			return nil, fmt.Errorf("op log: restore at seq %d: %w", s, err)
+		}
+		if op, ok := parseOp(r); ok {
+			ops = append(ops, op)
+		}
+	}
+	slices.SortFunc(ops, func(a, b Operation) int { return cmp.Compare(a.ID, b.ID) })
 	gens, err := Timeline(j)
 	if err != nil {
 		return nil, err

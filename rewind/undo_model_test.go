@@ -179,6 +179,11 @@ func runUndoModel(t *testing.T, seed uint64, steps int) map[string]int {
 		default:
 			w.close(t)
 			w.open(t)
+			if rng.IntN(2) == 0 { // as the daemon opens: the restore index caught up
+				if err := Reindex(w.j); err != nil {
+					fail("reindex: %v", err)
+				}
+			}
 			log = append(log, "reopen")
 		}
 		if d := diffStates(current, live()); d != "" {
