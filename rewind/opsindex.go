@@ -98,7 +98,8 @@ func restoreSeqs(j *journal.Journal, floor uint64) ([]uint64, uint64, error) {
 	return slices.Compact(seqs), head, nil
 }
 
-// reindexRestores brings the index up to head (a writable store, at open).
+// reindexRestores brings the index up to head (a writable store, at
+// open). Only reading the journal can fail it.
 func reindexRestores(j *journal.Journal) error {
 	seen, err := opsSeen(j)
 	if err != nil {
@@ -117,8 +118,10 @@ func reindexRestores(j *journal.Journal) error {
 			fresh = append(fresh, s)
 		}
 	}
-	if err := indexRestores(j, fresh...); err != nil {
-		return err
+	// A hint: a store that cannot take it now (a full disk) still
+	// mounts, and readers scan from the old mark.
+	if indexRestores(j, fresh...) == nil {
+		_ = j.SetMeta(metaOpsSeen, binary.BigEndian.AppendUint64(nil, head))
 	}
-	return j.SetMeta(metaOpsSeen, binary.BigEndian.AppendUint64(nil, head))
+	return nil
 }
