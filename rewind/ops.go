@@ -93,8 +93,7 @@ type Operation struct {
 	ToLabel string `json:"to_label,omitempty"`
 	Path    string `json:"path,omitempty"`   // a restore's path
 	Branch  string `json:"branch,omitempty"` // a checkout's branch
-	// Of is the operation an undo or redo undid or redid; Restore says
-	// whether that one was a restore.
+	// Of is the operation an undo or redo undid or redid.
 	Of uint64 `json:"of,omitempty"`
 	// Undone: the operation is undone now (on the redo stack).
 	Undone bool `json:"undone,omitempty"`
