@@ -17,6 +17,8 @@
 //	"m/k/" + name           daemon bookkeeping (Get/SetMeta)   journal
 //	"m/id"                  random store id (hex)              journal
 //	'o' + hash (32 B)       object bytes                       cas
+//	'n' + name              seq + time (8 B + 8 B, BE)         rewind (branch names)
+//	'p' + seq (8 B, BE)     empty (restore record index)       rewind
 //	"!badger!..."           Badger's own                       Badger
 //
 // Big-endian seqs make Badger's key order seq order, so Iter is one prefix

@@ -139,7 +139,8 @@ func Generations(j *journal.Journal) ([]uint64, error) {
 
 // Reindex indexes the generation records past the newest indexed one: a
 // crash between appending a generation and indexing it (a checkpoint, or
-// a rewind killed after its swap) leaves one unindexed. Run at open.
+// a rewind killed after its swap) leaves one unindexed. Run at open; it
+// also catches the restore index up (opsindex.go).
 func Reindex(j *journal.Journal) error {
 	gens, err := Generations(j)
 	if err != nil {
@@ -158,7 +159,7 @@ func Reindex(j *journal.Journal) error {
 	if err != nil {
 		return fmt.Errorf("reindex generations: %w", err)
 	}
-	return nil
+	return reindexRestores(j)
 }
 
 // AgentStates returns every agent's saved state at seq x (see

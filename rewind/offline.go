@@ -12,6 +12,12 @@ import (
 // record, and the next mount serves the target state (recovery follows the
 // active path). The result lists what changes against head.
 func RewindStore(j *journal.Journal, target uint64, dry bool) (*Result, error) {
+	return RewindStoreAs(j, target, dry, "")
+}
+
+// RewindStoreAs is RewindStore with the label of the reset record (see
+// Rewinder.RewindAs).
+func RewindStoreAs(j *journal.Journal, target uint64, dry bool, label string) (*Result, error) {
 	start := time.Now()
 	head := j.Head()
 	cur, err := Reconstruct(j, head)
@@ -44,7 +50,7 @@ func RewindStore(j *journal.Journal, target uint64, dry bool) (*Result, error) {
 		return nil, err
 	}
 	now := time.Now().UnixNano()
-	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
+	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs", Label: label}
 	states, err := AgentStates(j, target)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,12 @@ type RestoreResult struct {
 // released (invariant 12), and the parent looked up is the one the
 // record names.
 func (rw *Rewinder) Restore(rel string, x uint64, views string) (*RestoreResult, error) {
+	return rw.RestoreAs(rel, x, views, "")
+}
+
+// RestoreAs is Restore with a prefix for the record's label ("undo ID" or
+// "redo ID" when an undo or redo restores; see ops.go).
+func (rw *Rewinder) RestoreAs(rel string, x uint64, views, op string) (*RestoreResult, error) {
 	start := time.Now()
 	j := rw.J
 	rel = path.Clean(strings.TrimPrefix(rel, "/"))
@@ -61,13 +67,18 @@ func (rw *Rewinder) Restore(rel string, x uint64, views string) (*RestoreResult,
 	root, _ := n.Object()
 
 	res := &RestoreResult{Path: rel, From: x}
-	err = rw.exclusive(func(x locked) (Invalidations, error) { return x.restore(res, root) })
+	label := restoreLabel(res.Path, res.From)
+	if op != "" {
+		label = op + ": " + label
+	}
+	err = rw.exclusive(func(x locked) (Invalidations, error) { return x.restore(res, root, label) })
 	if err != nil {
 		return nil, err
 	}
 	if err := j.Sync(); err != nil {
 		return nil, fmt.Errorf("restore %s: %w", rel, err)
 	}
+	_ = indexRestores(j, res.Seq) // a hint: Reindex and readers catch up past the mark
 	res.Inodes, _ = tree.CountInodes(j.Objects(), root)
 	res.Took = time.Since(start)
 	return res, nil
@@ -76,14 +87,13 @@ func (rw *Rewinder) Restore(rel string, x uint64, views string) (*RestoreResult,
 // restore is Restore's exclusive section: it puts the stored subtree root
 // at res.Path and returns what the kernel must forget (the entry, the
 // inode it replaced, the parent's attributes).
-func (x locked) restore(res *RestoreResult, root cas.Hash) (Invalidations, error) {
+func (x locked) restore(res *RestoreResult, root cas.Hash, label string) (Invalidations, error) {
 	var none Invalidations
 	dir, name := path.Split(res.Path)
 	parent, err := lookupPath(x.live.Tree(), strings.TrimSuffix(dir, "/"))
 	if err != nil || !parent.IsDir() {
 		return none, fmt.Errorf("%w: %s: the parent directory does not exist now; restore it first", ErrTarget, res.Path)
 	}
-	label := fmt.Sprintf("restore %s from seq %d", res.Path, res.From)
 	_, old, seq, err := x.live.RestoreLocked(tree.Caller{Comm: "reynfs-restore"}, parent.Ino, name, root, label)
 	if err != nil {
 		return none, fmt.Errorf("restore %s: %w", res.Path, err)

@@ -59,10 +59,19 @@ func fault(point string) {
 // Rewinder serializes rewinds of one live tree.
 type Rewinder struct {
 	mu     sync.Mutex
+	ops    sync.Mutex // Serialize: undo, redo, checkout and naming
 	J      *journal.Journal
 	Live   *tree.Live
 	Inv    Invalidator      // nil when nothing is mounted
 	Agents *agents.Registry // the agents' current states; nil: none saved yet
+}
+
+// Serialize holds off other undos, redos, checkouts and namings until
+// the returned function is called: each reads the op log or the names in
+// use and then writes, and two at once would act on the same entry.
+func (rw *Rewinder) Serialize() (unlock func()) {
+	rw.ops.Lock()
+	return rw.ops.Unlock
 }
 
 func (rw *Rewinder) agents() *agents.Registry {
@@ -80,6 +89,13 @@ func (rw *Rewinder) agents() *agents.Registry {
 // what changed. Open handles from before become stale. A dry run computes
 // the same on a copy.
 func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
+	return rw.RewindAs(target, dry, "")
+}
+
+// RewindAs is Rewind with the label of its reset record, which says what
+// operation the rewind is (see ops.go: "" a rewind, "checkout NAME",
+// "undo ID", "redo ID").
+func (rw *Rewinder) RewindAs(target uint64, dry bool, label string) (*Result, error) {
 	if !rw.mu.TryLock() {
 		return nil, fmt.Errorf("%w: another rewind is running", ErrTarget)
 	}
@@ -97,7 +113,7 @@ func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 		return nil, err
 	}
 	lap("writeback")
-	err := rw.exclusive(func(x locked) (Invalidations, error) { return x.rewind(res, target, dry, lap) })
+	err := rw.exclusive(func(x locked) (Invalidations, error) { return x.rewind(res, target, dry, label, lap) })
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +153,7 @@ func (rw *Rewinder) exclusive(fn func(x locked) (Invalidations, error)) error {
 }
 
 // rewind is Rewind's exclusive section; see Rewind.
-func (x locked) rewind(res *Result, target uint64, dry bool, lap func(string)) (Invalidations, error) {
+func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap func(string)) (Invalidations, error) {
 	j, live := x.j, x.live
 	var none Invalidations
 	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
@@ -191,7 +207,7 @@ func (x locked) rewind(res *Result, target uint64, dry bool, lap func(string)) (
 		return none, err
 	}
 	now := time.Now().UnixNano()
-	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs"}
+	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs", Label: label}
 	// The abandoned state's objects stay reachable. A refused reset
 	// changes nothing: no swap, no generation.
 	if err := enqueue(j, reset, oldBlobs); err != nil {

@@ -43,7 +43,8 @@ func Timeline(j *journal.Journal) ([]Gen, error) {
 // Resolve turns a target into a seq: a number is a seq, gN a generation
 // id, -N the generation N back on the current path (counting the newest
 // as -1... the one before the current state), anything else the newest
-// generation on the current path with that label. Targets must be retained
+// generation on the current path with that label, else a branch (b-TIP or
+// a given name: its tip), else the newest generation with that label. Targets must be retained
 // (1 ≤ seq ≤ head).
 func Resolve(j *journal.Journal, target string) (uint64, error) {
 	head := j.Head()
@@ -116,12 +117,20 @@ func Resolve(j *journal.Journal, target string) (uint64, error) {
 			return check(live[i].Rec.Seq)
 		}
 	}
+	// A branch name before the labels of abandoned generations: names
+	// never collide with a live label (CheckName), but may with one a
+	// rewind abandoned.
+	if seq, ok, err := ResolveBranch(j, target); err != nil {
+		return 0, err
+	} else if ok {
+		return check(seq)
+	}
 	for i := len(gens) - 1; i >= 0; i-- {
 		if gens[i].Rec.Label == target {
 			return check(gens[i].Rec.Seq)
 		}
 	}
-	return 0, fmt.Errorf("%w: %q is not a seq, a generation id (gN), -N or a label", ErrTarget, target)
+	return 0, fmt.Errorf("%w: %q is not a seq, a generation id (gN), -N, a label or a branch", ErrTarget, target)
 }
 
 // onLivePath keeps the generations that belong to the state at head.

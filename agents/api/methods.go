@@ -50,6 +50,13 @@ func (StoreStatusParams) readOnly() bool { return true }
 type CheckpointParams struct {
 	Label string `json:"label,omitempty"`
 	Kind  string `json:"kind,omitempty"` // turn, tool, plan-step, phase or manual (the default)
+	// Unique makes a label that the naming rule refuses (it reads as a
+	// target, duplicates a live label or branch name, has control
+	// characters, is too long) into one it accepts (a prefix, a " (2)"
+	// suffix) rather than refusing the checkpoint: for labels made from
+	// text nobody chose, such as a prompt. Without it such a label is
+	// refused (bad_input).
+	Unique bool `json:"unique,omitempty"`
 }
 
 func (CheckpointParams) Method() string { return "checkpoint" }

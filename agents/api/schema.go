@@ -37,6 +37,12 @@ var methods = []struct {
 	{RunAttachParams{}, &EmptyResult{}},
 	{RunExitedParams{}, &EmptyResult{}},
 	{RunsParams{}, &RunsResult{}},
+	{OpLogParams{}, &OpLogResult{}},
+	{UndoParams{}, &UndoResult{}},
+	{RedoParams{}, &UndoResult{}},
+	{BranchListParams{}, &BranchListResult{}},
+	{BranchNameParams{}, &BranchNameResult{}},
+	{CheckoutParams{}, &RewindResult{}},
 }
 
 // Schema is the JSON schema of the protocol, generated from the Go types:

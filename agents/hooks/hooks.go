@@ -125,18 +125,18 @@ func Translate(name string, payload []byte) ([]api.Params, *Payload, error) {
 		if p.SessionID != "" {
 			calls = append(calls, saveState(name, p))
 		}
-		return append(calls, api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt)}), p, nil
+		return append(calls, api.CheckpointParams{Kind: "turn", Label: Label(p.Prompt), Unique: true}), p, nil
 	case momentTool:
 		if !t.writes(p.ToolName) {
 			return nil, p, nil
 		}
-		return []api.Params{api.CheckpointParams{Kind: KindTool, Label: "tool " + p.ToolName}}, p, nil
+		return []api.Params{api.CheckpointParams{Kind: KindTool, Label: "tool " + p.ToolName, Unique: true}}, p, nil
 	case momentEnd, momentSaved:
 		var calls []api.Params
 		if m == momentSaved && p.SessionID != "" {
 			calls = append(calls, saveState(name, p))
 		}
-		return append(calls, api.CheckpointParams{Kind: "turn", Label: "end of turn"}), p, nil
+		return append(calls, api.CheckpointParams{Kind: "turn", Label: "end of turn", Unique: true}), p, nil
 	}
 	return nil, p, nil
 }

@@ -24,6 +24,9 @@ func newCheckpointCommand() *cobra.Command {
 			default:
 				return fmt.Errorf("%w: --kind %q: want turn, tool, plan-step, phase or manual", errUsage, kind)
 			}
+			if cmd.Flags().Changed("message") && label == "" {
+				return fmt.Errorf("%w: checkpoint -m '': a label must not be empty (leave -m out for none)", errUsage)
+			}
 			store, err := findStore(o, dir)
 			if err != nil {
 				return err

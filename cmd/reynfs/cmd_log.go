@@ -15,7 +15,7 @@ import (
 func newLogCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
-	var all, wal, asJSON bool
+	var all, wal, asJSON, graph bool
 	cmd := &cobra.Command{
 		Use:   "log [--all] [--wal] [--json]",
 		Short: "Show the timeline of generations, newest first",
@@ -27,6 +27,9 @@ each; --all includes inactive branches (abandoned by rewinds) and lists them.
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if graph {
+				return printGraph(cmd.Context(), o, dir)
+			}
 			var resp api.LogReply
 			if err := call(cmd.Context(), o, dir, api.LogParams{All: all, WAL: wal}, &resp); err != nil {
 				return err
@@ -40,6 +43,7 @@ each; --all includes inactive branches (abandoned by rewinds) and lists them.
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "include inactive branches")
 	cmd.Flags().BoolVar(&wal, "wal", false, "list the records between generations")
+	cmd.Flags().BoolVar(&graph, "graph", false, "draw the forks: current @, others ○, branches indented above their fork point")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")

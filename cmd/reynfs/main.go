@@ -157,6 +157,7 @@ journal record with a global sequence number and all content is stored once, by 
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
 		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(),
 		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand())
+	root.AddCommand(newUndoCommand(), newRedoCommand(), newOpCommand(), newBranchCommand(), newCheckoutCommand())
 	return root
 }
 

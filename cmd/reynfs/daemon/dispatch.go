@@ -92,7 +92,7 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
-		return d.checkpoint(p)
+		return result(d.checkpoint(p))
 	case api.UnmountParams{}.Method():
 		if d == nil {
 			return nil, errNeedsDaemon(method)
@@ -210,6 +210,9 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		r.Data, err = s.AgentShow(p.Name, p.At)
 		return r, err
 	}
+	if r, err, ok := callOps(s, d, method, raw); ok {
+		return r, err
+	}
 	return nil, &api.Error{Code: api.CodeMethodNotFound, Message: fmt.Sprintf("usage: unknown request %q", method),
 		Data: api.ErrorData{Kind: api.KindBadInput, Exit: api.KindBadInput.Exit()}}
 }
@@ -223,7 +226,7 @@ func (d *Daemon) checkpoint(p api.CheckpointParams) (*api.CheckpointResult, erro
 		return nil, fmt.Errorf("%w: --kind %q: want turn, tool, plan-step, phase or manual", ErrUsage, kind)
 	}
 	start := time.Now()
-	g, err := d.svc.RW.Cut(kind, p.Label)
+	g, err := d.svc.RW.CutNamed(kind, p.Label, p.Unique)
 	took := time.Since(start)
 	if err != nil {
 		return nil, err
@@ -259,7 +262,8 @@ func headOf(j *journal.Journal) (api.Head, error) {
 // kindOf classifies an error by the sentinels it wraps.
 func kindOf(err error) api.Kind {
 	switch {
-	case errors.Is(err, ErrUsage), errors.Is(err, agents.ErrName), errors.Is(err, agents.ErrTooBig):
+	case errors.Is(err, ErrUsage), errors.Is(err, agents.ErrName), errors.Is(err, agents.ErrTooBig),
+		errors.Is(err, rewind.ErrName), errors.Is(err, rewind.ErrNothing):
 		return api.KindBadInput
 	case errors.Is(err, rewind.ErrTarget):
 		return api.KindBadTarget

@@ -17,7 +17,7 @@ import (
 // they stay reachable in the abandoned branch; then the store is rewound
 // and the target written back into the directory, so that the directory
 // and the next mount both show the target.
-func rewindOffline(j *journal.Journal, seq uint64) (*rewind.Result, error) {
+func rewindOffline(j *journal.Journal, seq uint64, label string) (*rewind.Result, error) {
 	b, err := j.GetMeta(metaDir)
 	if err != nil {
 		return nil, err
@@ -36,7 +36,7 @@ func rewindOffline(j *journal.Journal, seq uint64) (*rewind.Result, error) {
 	if _, err := d.prepare(); err != nil {
 		return nil, err
 	}
-	res, err := rewind.RewindStore(j, seq, false)
+	res, err := rewind.RewindStoreAs(j, seq, false, label)
 	if err != nil {
 		return nil, err
 	}

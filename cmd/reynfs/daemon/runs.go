@@ -134,13 +134,19 @@ func (d *Daemon) rewind(p api.RewindParams) (*api.RewindResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.rewindAs(seq, p.NoCancel, "")
+}
+
+// rewindAs is rewind to seq with the label of its reset record (the
+// operation it is: ops.go's undo, redo and checkout use it).
+func (d *Daemon) rewindAs(seq uint64, noCancel bool, label string) (*api.RewindResult, error) {
 	var active []agents.RunInfo // runs with a process left, keep excluded
 	for _, ri := range d.runs.Active() {
 		if ri.OnRewind != agents.PolicyKeep {
 			active = append(active, ri)
 		}
 	}
-	if p.NoCancel && len(active) > 0 {
+	if noCancel && len(active) > 0 {
 		ids := make([]string, len(active))
 		for i, ri := range active {
 			ids[i] = ri.ID
@@ -150,7 +156,7 @@ func (d *Daemon) rewind(p api.RewindParams) (*api.RewindResult, error) {
 			Data:    api.ErrorData{Kind: api.KindRunsActive, Exit: api.KindRunsActive.Exit()}}
 	}
 	r := &api.RewindResult{}
-	if !p.NoCancel {
+	if !noCancel {
 		stopped, err := d.runs.StopForRewind(agents.DefaultGrace)
 		if err != nil {
 			if rerr := d.runs.Resume(stopped); rerr != nil {
@@ -171,7 +177,8 @@ func (d *Daemon) rewind(p api.RewindParams) (*api.RewindResult, error) {
 		r.Cancelled, r.Frozen = runInfos(stopped.Cancelled, was), runInfos(stopped.Frozen, was)
 		r.Kept = runInfos(stopped.Kept, nil)
 	}
-	r.Rewind, err = d.svc.RW.Rewind(seq, false)
+	var err error
+	r.Rewind, err = d.svc.RW.RewindAs(seq, false, label)
 	if err != nil {
 		return nil, err
 	}

@@ -248,7 +248,7 @@ func (s *Service) Rewind(target string, dry bool) (*rewind.Result, error) {
 	if dry {
 		return rewind.RewindStore(s.J, seq, true)
 	}
-	return rewindOffline(s.J, seq)
+	return rewindOffline(s.J, seq, "")
 }
 
 // Restore brings one path back from target into the live tree.
