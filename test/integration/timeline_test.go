@@ -132,9 +132,13 @@ func TestTimelineRewindAndUndo(t *testing.T) {
 	}
 
 	p.keys("u")
-	p.waitFor("undo", "undid the rewind at seq")
+	p.waitFor("undo", "undid rewind ")
 	if a, c := read("a.txt"), read("c.txt"); a != "v3\n" || c != "c\n" {
 		t.Fatalf("after u: a.txt %q, c.txt %q", a, c)
+	}
+	// Both moves are operations, in the op log.
+	if r := m.Run("op", "log", "--store", m.Store); r.Code != 0 || !strings.Contains(r.Stdout, "rewind") || !strings.Contains(r.Stdout, "undo") {
+		t.Fatalf("reynfs op log after the rewind and u: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// Restore only the file under the side pane's cursor: a.txt from
 	// "second", found with the filter, while c.txt (not restored) stays.

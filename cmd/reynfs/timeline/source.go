@@ -3,7 +3,6 @@ package timeline
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -30,7 +29,8 @@ type Source interface {
 	// Resume names how to bring back each agent's conversation at seq.
 	Resume(ctx context.Context, seq uint64) []string
 	// Rewind moves the whole workspace to seq; Restore brings back one
-	// path only; Undo reverts the last rewind. Each returns what to tell
+	// path only; Undo reverts the last operation (rewind, checkout or
+	// restore) through the daemon's undo. Each returns what to tell
 	// the user.
 	Rewind(ctx context.Context, seq uint64) (string, error)
 	Restore(ctx context.Context, path string, seq uint64) (string, error)
@@ -268,34 +268,22 @@ func (a *API) Restore(ctx context.Context, path string, seq uint64) (string, err
 	return fmt.Sprintf("restored %s from seq %d (%d inodes, record at seq %d)", r.Restore.Path, r.Restore.From, r.Restore.Inodes, r.Restore.Seq), nil
 }
 
-// ErrNothingToUndo: the store has no rewind to undo.
-var ErrNothingToUndo = errors.New("no rewind to undo")
-
-// Undo reverts the last rewind: a rewind to the seq just before its reset
-// record, which is the state the workspace was in when that rewind began
-// (ADR-0038: "undoing a rewind is a rewind to the seq just before its
-// reset record"). The last rewind is the reset record with the highest
-// seq, on any branch. Undo is itself a rewind, so it is append-only, and
-// a second u undoes the undo. The daemon's own undo (issue 10, item 2)
-// is not in this protocol version yet; when it is, it also reverts
-// restores and checkouts and should replace this.
+// Undo asks the daemon to revert the last operation (a rewind, checkout
+// or restore; issue 10's undo): append-only, and a second u undoes the
+// undo, as 'reynfs undo' twice does.
 func (a *API) Undo(ctx context.Context) (string, error) {
-	var r api.LogReply
-	if err := a.C.Do(ctx, api.LogParams{All: true}, &r); err != nil {
+	var r api.UndoResult
+	if err := a.C.Do(ctx, api.UndoParams{}, &r); err != nil {
 		return "", fmt.Errorf("undo: %w", err)
 	}
-	var last uint64
-	for _, b := range r.Log.Branches {
-		last = max(last, b.Reset)
+	m := r.Move
+	if m == nil {
+		return "undone", nil
 	}
-	if last == 0 {
-		return "", fmt.Errorf("undo: %w", ErrNothingToUndo)
+	if r.Restore != nil {
+		return fmt.Sprintf("undid %s %d: restored %s from seq %d", m.OfKind, m.Of, r.Restore.Path, r.Restore.From), nil
 	}
-	msg, err := a.Rewind(ctx, last-1)
-	if err != nil {
-		return "", fmt.Errorf("undo: %w", err)
-	}
-	return fmt.Sprintf("undid the rewind at seq %d: %s", last, msg), nil
+	return fmt.Sprintf("undid %s %d: the workspace is at seq %d again", m.OfKind, m.Of, m.Target), nil
 }
 
 func seqTarget(seq uint64) string { return strconv.FormatUint(seq, 10) }
