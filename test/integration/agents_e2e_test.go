@@ -93,6 +93,16 @@ func agentEnv(t *testing.T, m *Mount, extra ...string) []string {
 	return append(env, extra...)
 }
 
+// envValue returns the value of key in env ("" when unset).
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // runAgent runs one CLI invocation in dir, bounded by agentTimeout; its
 // whole process group is killed on timeout (the shells it started too).
 func runAgent(t *testing.T, dir string, env []string, bin string, args ...string) string {
@@ -245,84 +255,82 @@ var e2eScript = []scriptTurn{
 	}, Reply: "Turn two is done."},
 }
 
-// TestClaudeCodeE2E: the real Claude Code CLI (print mode, root, only the
-// Bash tool allowed, the hooks 'reynfs integrate claude' writes) runs two
-// scripted turns in a git repository inside a mount; the second resumes
-// the first's session.
-func TestClaudeCodeE2E(t *testing.T) {
-	requireFUSE(t)
-	claude := agentCLI(t, "claude")
-	dir := filepath.Join(t.TempDir(), "proj")
-	gitRepo(t, dir)
-	m := mountProject(t, dir)
-	if r := m.Run("integrate", "claude", "--dir", m.Dir); r.Code != 0 {
-		t.Fatalf("reynfs integrate claude: exit %d: %s", r.Code, r.Stderr)
-	}
-	srv := newModelServer(t, e2eScript)
-	env := agentEnv(t, m, "ANTHROPIC_BASE_URL="+srv.URL(), "ANTHROPIC_API_KEY=sk-ant-scripted-test")
-	args := []string{"--allowedTools", "Bash", "--output-format", "json", "--model", "claude-sonnet-4-5"}
+// agentCase is one agent CLI as the two-turn scenario drives it.
+type agentCase struct {
+	name      string // reynfs's name of the tool: integrate, hook, agent show
+	toolLabel string // label of the generation cut after a shell call
+	// turn runs prompt (resuming session when it is not "") in dir and
+	// returns the session id and the CLI's final reply.
+	turn func(t *testing.T, dir, prompt, session string) (sessionID, reply string)
+	// hint is what 'reynfs rewind' prints to resume the session.
+	hint func(session string) string
+}
 
-	out := runAgent(t, m.Dir, env, claude, append([]string{"-p", "Turn one: bump the version\nand add generated output"}, args...)...)
-	var res struct {
-		SessionID string `json:"session_id"`
-		Result    string `json:"result"`
-		IsError   bool   `json:"is_error"`
+// twoTurns is the scenario of issue 9 part 5 with the hooks of
+// 'reynfs integrate NAME' in a git repository inside a mount: turn 1 edits,
+// creates and commits; turn 2 resumes the session, edits, deletes a
+// directory and commits. Every turn and every shell call must be a
+// generation, and a rewind to the generation before turn 2 must bring back
+// exactly the tree, the repository and the agent's saved state of that
+// moment, and print how to resume the conversation there.
+func twoTurns(t *testing.T, m *Mount, srv *modelServer, a agentCase) {
+	t.Helper()
+	if r := m.Run("integrate", a.name, "--dir", m.Dir); r.Code != 0 {
+		t.Fatalf("reynfs integrate %s: exit %d: %s", a.name, r.Code, r.Stderr)
 	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &res); err != nil || res.SessionID == "" || res.IsError {
-		t.Fatalf("turn 1: claude's JSON result: %v: %s\nrequests: %v", err, out, srv.Requests())
-	}
-	if !strings.Contains(res.Result, "Turn one is done") {
-		t.Fatalf("turn 1 did not end with the scripted reply: %s", out)
+	session, reply := a.turn(t, m.Dir, "Turn one: bump the version\nand add generated output", "")
+	if session == "" || !strings.Contains(reply, "Turn one is done") {
+		t.Fatalf("turn 1: session %q, reply %q; want a session and the scripted reply\nrequests: %v", session, reply, srv.Requests())
 	}
 	if b, _ := os.ReadFile(filepath.Join(m.Dir, "gen", "out.txt")); string(b) != "generated\n" {
-		t.Fatalf("turn 1's Bash call did not run in the mount: gen/out.txt = %q", b)
+		t.Fatalf("turn 1's shell call did not run in the mount: gen/out.txt = %q", b)
 	}
 
 	// The moment before turn 2: git is asked first (it may refresh the
 	// index), then the tree and the agent's state are taken.
 	before2Repo := repoState(t, m.Dir)
 	before2Tree := treeSnapshot(t, m.Dir)
-	r := m.Run("agent", "show", "claude", "--dir", m.Dir)
-	if r.Code != 0 || !strings.Contains(r.Stdout, res.SessionID) {
-		t.Fatalf("agent show claude after turn 1: exit %d: %s%s (want session %s)", r.Code, r.Stdout, r.Stderr, res.SessionID)
+	r := m.Run("agent", "show", a.name, "--dir", m.Dir)
+	if r.Code != 0 || !strings.Contains(r.Stdout, session) {
+		t.Fatalf("agent show %s after turn 1: exit %d: %s%s (want session %s)\nreynfs log:\n%s", a.name, r.Code, r.Stdout, r.Stderr, session, m.Run("log", "--dir", m.Dir).Stdout)
 	}
 	before2Agent := r.Stdout
 
-	out = runAgent(t, m.Dir, env, claude, append([]string{"-p", "Turn two: bump again\nand delete the docs", "--resume", res.SessionID}, args...)...)
-	if !strings.Contains(out, "Turn two is done") {
-		t.Fatalf("turn 2 did not end with the scripted reply: %s", out)
+	_, reply = a.turn(t, m.Dir, "Turn two: bump again\nand delete the docs", session)
+	if !strings.Contains(reply, "Turn two is done") {
+		t.Fatalf("turn 2 did not end with the scripted reply: %q", reply)
 	}
 	if _, err := os.Stat(filepath.Join(m.Dir, "docs")); !os.IsNotExist(err) {
 		t.Fatalf("turn 2's rm -rf docs did not happen: %v", err)
 	}
-	tools, ends := srv.counts()
-	if tools != 4 || ends != 2 {
-		t.Fatalf("model server handed out %d Bash calls and ended %d turns, want 4 and 2; requests: %v", tools, ends, srv.Requests())
+	if tools, ends := srv.counts(); tools != 4 || ends != 2 {
+		t.Fatalf("model server handed out %d shell calls and ended %d turns, want 4 and 2; requests: %v", tools, ends, srv.Requests())
 	}
 
-	// Every turn and every Bash call is a generation, in order.
+	// Every turn and every shell call is a generation, in order.
 	got, ids := genSummary(t, m)
+	tool := "tool:" + a.toolLabel
 	want := []string{
-		"turn:Turn one: bump the version", "tool:tool Bash", "tool:tool Bash", "turn:end of turn",
-		"turn:Turn two: bump again", "tool:tool Bash", "tool:tool Bash", "turn:end of turn",
+		"turn:Turn one: bump the version", tool, tool, "turn:end of turn",
+		"turn:Turn two: bump again", tool, tool, "turn:end of turn",
 	}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("generations cut by the hooks:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 
 	target := fmt.Sprintf("g%d", ids["Turn two: bump again"])
-	r = m.Run("agent", "show", "claude", "--dir", m.Dir, "--at", target)
+	r = m.Run("agent", "show", a.name, "--dir", m.Dir, "--at", target)
 	if r.Code != 0 {
-		t.Fatalf("agent show claude --at %s: exit %d: %s", target, r.Code, r.Stderr)
+		t.Fatalf("agent show %s --at %s: exit %d: %s", a.name, target, r.Code, r.Stderr)
 	}
 	atTarget := r.Stdout
 	checkSameSession(t, before2Agent, atTarget)
 
 	r = m.Run("rewind", "--dir", m.Dir, target)
 	if r.Code != 0 {
-		t.Fatalf("reynfs rewind: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+		t.Fatalf("reynfs rewind %s: exit %d: %s%s", target, r.Code, r.Stdout, r.Stderr)
 	}
-	if hint := "claude --resume " + res.SessionID + " --fork-session"; !strings.Contains(r.Stdout, hint) {
+	if hint := a.hint(session); !strings.Contains(r.Stdout, hint) {
 		t.Errorf("rewind's output lacks %q:\n%s", hint, r.Stdout)
 	}
 	if d := diffSnapshots(before2Tree, treeSnapshot(t, m.Dir)); d != "" {
@@ -332,12 +340,46 @@ func TestClaudeCodeE2E(t *testing.T) {
 		t.Errorf("git after the rewind:\n%s\nwant (before turn 2):\n%s", got, before2Repo)
 	}
 	sh(t, m.Dir, nil, "git fsck --full --strict --no-progress")
-	r = m.Run("agent", "show", "claude", "--dir", m.Dir)
+	r = m.Run("agent", "show", a.name, "--dir", m.Dir)
 	if r.Code != 0 || r.Stdout != atTarget {
-		t.Errorf("agent show claude after the rewind: exit %d:\n%s\nwant (its state at %s):\n%s", r.Code, r.Stdout, target, atTarget)
+		t.Errorf("agent show %s after the rewind: exit %d:\n%s\nwant (its state at %s):\n%s", a.name, r.Code, r.Stdout, target, atTarget)
 	}
 	t.Logf("model server requests: %v", srv.Requests())
 	m.Unmount()
+}
+
+// TestClaudeCodeE2E: the real Claude Code CLI (print mode, as root with
+// only the Bash tool allowed) in the two-turn scenario; turn 2 resumes
+// turn 1's session with --resume.
+func TestClaudeCodeE2E(t *testing.T) {
+	requireFUSE(t)
+	claude := agentCLI(t, "claude")
+	dir := filepath.Join(t.TempDir(), "proj")
+	gitRepo(t, dir)
+	m := mountProject(t, dir)
+	srv := newModelServer(t, e2eScript)
+	env := agentEnv(t, m, "ANTHROPIC_BASE_URL="+srv.URL(), "ANTHROPIC_API_KEY=sk-ant-scripted-test")
+	twoTurns(t, m, srv, agentCase{
+		name:      "claude",
+		toolLabel: "tool Bash",
+		turn: func(t *testing.T, dir, prompt, session string) (string, string) {
+			args := []string{"-p", prompt, "--allowedTools", "Bash", "--output-format", "json", "--model", "claude-sonnet-4-5"}
+			if session != "" {
+				args = append(args, "--resume", session)
+			}
+			out := runAgent(t, dir, env, claude, args...)
+			var res struct {
+				SessionID string `json:"session_id"`
+				Result    string `json:"result"`
+				IsError   bool   `json:"is_error"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &res); err != nil || res.IsError {
+				t.Fatalf("claude's JSON result: %v: %s", err, out)
+			}
+			return res.SessionID, res.Result
+		},
+		hint: func(session string) string { return "claude --resume " + session + " --fork-session" },
+	})
 }
 
 // checkSameSession: the agent's saved state at the generation before a
@@ -356,4 +398,48 @@ func checkSameSession(t *testing.T, before, at string) {
 	if fmt.Sprint(a) != fmt.Sprint(b) || b["session_id"] == nil {
 		t.Errorf("agent state at the generation before the turn:\n%s\nwant the same session as before the turn:\n%s", at, before)
 	}
+}
+
+// TestGeminiCLIE2E: the real Gemini CLI (headless -p, yolo approval so
+// the shell tool runs unattended) in the two-turn scenario; turn 2 resumes
+// turn 1's session with --resume.
+func TestGeminiCLIE2E(t *testing.T) {
+	requireFUSE(t)
+	gemini := agentCLI(t, "gemini")
+	dir := filepath.Join(t.TempDir(), "proj")
+	gitRepo(t, dir)
+	m := mountProject(t, dir)
+	srv := newModelServer(t, e2eScript)
+	// --skip-trust is applied after the settings are loaded, and the
+	// settings of a workspace not yet trusted are loaded without their
+	// hooks; the variable it sets, set from the start, trusts the project.
+	env := agentEnv(t, m, "GOOGLE_GEMINI_BASE_URL="+srv.URL(), "GEMINI_API_KEY=scripted-test-key", "GEMINI_CLI_TRUST_WORKSPACE=true",
+		// Without it the CLI re-executes itself with a larger heap: one more
+		// load of its bundle (seconds here) for nothing the test needs.
+		"GEMINI_CLI_NO_RELAUNCH=true")
+	// A base URL alone selects the "gateway" auth type, which headless
+	// mode refuses ("Invalid auth method selected"); the API key type
+	// takes the base URL as well.
+	userSettings := `{"security": {"auth": {"selectedType": "gemini-api-key"}}, "privacy": {"usageStatisticsEnabled": false}, "general": {"disableAutoUpdate": true}}`
+	writeFile(t, filepath.Join(envValue(env, "HOME"), ".gemini", "settings.json"), []byte(userSettings), 0o600)
+	twoTurns(t, m, srv, agentCase{
+		name:      "gemini",
+		toolLabel: "tool run_shell_command",
+		turn: func(t *testing.T, dir, prompt, session string) (string, string) {
+			args := []string{"-p", prompt, "--approval-mode", "yolo", "--output-format", "json", "--model", "gemini-2.5-flash"}
+			if session != "" {
+				args = append(args, "--resume", session)
+			}
+			out := runAgent(t, dir, env, gemini, args...)
+			var res struct {
+				SessionID string `json:"session_id"`
+				Response  string `json:"response"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &res); err != nil {
+				t.Fatalf("gemini's JSON result: %v: %s", err, out)
+			}
+			return res.SessionID, res.Response
+		},
+		hint: func(session string) string { return "gemini: resume session " + session },
+	})
 }
