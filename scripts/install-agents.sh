@@ -38,6 +38,13 @@ prefix_of() {
 	echo "$CACHE/${spec//\//+}"
 }
 
+# first_error LOG: the first line of npm's output that says what went
+# wrong (not the pointer to its debug log), and LOG is removed.
+first_error() {
+	grep -v -e 'complete log of this run' -e '^npm warn' "$1" 2>/dev/null | grep -m 1 . || echo "no output"
+	rm -f "$1"
+}
+
 # works BIN: the binary answers --version (bounded: a CLI that hangs here
 # would hang every test).
 works() { timeout 60 "$1" --version >/dev/null 2>&1 </dev/null; }
@@ -54,11 +61,16 @@ install_one() { # install_one NAME; prints nothing on success
 	if [[ -x "$bin" ]]; then exec 8>&-; return 0; fi
 	tmp=$(mktemp -d "$CACHE/.install.XXXXXX")
 	# npm runs in the temporary prefix, so no package.json or lock file
-	# lands in the caller's directory (the repository).
+	# lands in the caller's directory (the repository). --prefer-offline:
+	# what npm's cache holds is used without asking the registry again.
+	# Few retries: an unreachable registry should be reported in seconds,
+	# not after npm's default minute of backoff.
 	if ! (cd "$tmp" && timeout 600 npm install --prefix "$tmp" --no-audit --no-fund --no-save \
-		--no-package-lock --no-update-notifier --loglevel=error "$spec" >"$tmp.log" 2>&1); then
+		--no-package-lock --no-update-notifier --prefer-offline --loglevel=error \
+		--fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=5000 --fetch-timeout=120000 \
+		"$spec" >"$tmp.log" 2>&1); then
 		rm -rf "$tmp"
-		die "npm install $spec failed (registry unreachable?): $(tail -n 1 "$tmp.log" 2>/dev/null; rm -f "$tmp.log")"
+		die "npm install $spec failed (registry unreachable?): $(first_error "$tmp.log")"
 	fi
 	local tbin="$tmp/node_modules/.bin/$name"
 	# Claude Code: if npm did not run the postinstall that puts the native
@@ -68,7 +80,7 @@ install_one() { # install_one NAME; prints nothing on success
 	fi
 	if ! works "$tbin"; then
 		rm -rf "$tmp"
-		die "$spec installed but '$name --version' fails: $(tail -n 1 "$tmp.log" 2>/dev/null; rm -f "$tmp.log")"
+		die "$spec installed but '$name --version' fails: $(first_error "$tmp.log")"
 	fi
 	rm -f "$tmp.log"
 	rm -rf "$prefix"
