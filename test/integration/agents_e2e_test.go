@@ -253,17 +253,27 @@ var e2eScript = []scriptTurn{
 		"printf 'version 3\\n' >> src/main.txt && rm -rf docs",
 		"git add -A && git commit -q -m 'turn two' && ln -s src/main.txt latest",
 	}, Reply: "Turn two is done."},
+	// After the rewind, in the conversation the rewind's hint resumes.
+	{Key: "Turn three", Commands: []string{
+		"printf 'version 2, forked\\n' > src/main.txt && git commit -q -am 'turn three'",
+	}, Reply: "Turn three is done."},
 }
 
 // agentCase is one agent CLI as the two-turn scenario drives it.
 type agentCase struct {
 	name      string // reynfs's name of the tool: integrate, hook, agent show
 	toolLabel string // label of the generation cut after a shell call
-	// turn runs prompt (resuming session when it is not "") in dir and
-	// returns the session id and the CLI's final reply.
-	turn func(t *testing.T, dir, prompt, session string) (sessionID, reply string)
+	// turn runs prompt in dir, with resume (the CLI's arguments that
+	// resume a session) when given, and returns the session id and the
+	// CLI's final reply.
+	turn func(t *testing.T, dir, prompt string, resume ...string) (sessionID, reply string)
+	// resume is the arguments that resume session, for turn 2.
+	resume func(session string) []string
 	// hint is what 'reynfs rewind' prints to resume the session.
 	hint func(session string) string
+	// fork, when not nil, is the hint as arguments: after the rewind, a
+	// third turn runs with them and must continue from the rewound state.
+	fork func(session string) []string
 }
 
 // twoTurns is the scenario of issue 9 part 5 with the hooks of
@@ -278,7 +288,7 @@ func twoTurns(t *testing.T, m *Mount, srv *modelServer, a agentCase) {
 	if r := m.Run("integrate", a.name, "--dir", m.Dir); r.Code != 0 {
 		t.Fatalf("reynfs integrate %s: exit %d: %s", a.name, r.Code, r.Stderr)
 	}
-	session, reply := a.turn(t, m.Dir, "Turn one: bump the version\nand add generated output", "")
+	session, reply := a.turn(t, m.Dir, "Turn one: bump the version\nand add generated output")
 	if session == "" || !strings.Contains(reply, "Turn one is done") {
 		t.Fatalf("turn 1: session %q, reply %q; want a session and the scripted reply\nrequests: %v", session, reply, srv.Requests())
 	}
@@ -296,7 +306,7 @@ func twoTurns(t *testing.T, m *Mount, srv *modelServer, a agentCase) {
 	}
 	before2Agent := r.Stdout
 
-	_, reply = a.turn(t, m.Dir, "Turn two: bump again\nand delete the docs", session)
+	_, reply = a.turn(t, m.Dir, "Turn two: bump again\nand delete the docs", a.resume(session)...)
 	if !strings.Contains(reply, "Turn two is done") {
 		t.Fatalf("turn 2 did not end with the scripted reply: %q", reply)
 	}
@@ -344,8 +354,40 @@ func twoTurns(t *testing.T, m *Mount, srv *modelServer, a agentCase) {
 	if r.Code != 0 || r.Stdout != atTarget {
 		t.Errorf("agent show %s after the rewind: exit %d:\n%s\nwant (its state at %s):\n%s", a.name, r.Code, r.Stdout, target, atTarget)
 	}
+	if a.fork != nil {
+		forkAfterRewind(t, m, srv, a, session, before2Repo)
+	}
 	t.Logf("model server requests: %v", srv.Requests())
 	m.Unmount()
+}
+
+// forkAfterRewind runs a third turn with the arguments the rewind printed:
+// it must start a new session, run in the rewound tree (its commit goes on
+// top of turn 1's) and be cut into generations on the new path.
+func forkAfterRewind(t *testing.T, m *Mount, srv *modelServer, a agentCase, session, before2Repo string) {
+	t.Helper()
+	forked, reply := a.turn(t, m.Dir, "Turn three: after the rewind", a.fork(session)...)
+	if forked == "" || forked == session || !strings.Contains(reply, "Turn three is done") {
+		t.Fatalf("turn 3 with %v: session %q (the rewound one %s), reply %q; want a new session and the scripted reply", a.fork(session), forked, session, reply)
+	}
+	if tools, ends := srv.counts(); tools != 5 || ends != 3 {
+		t.Fatalf("model server handed out %d shell calls and ended %d turns after turn 3, want 5 and 3", tools, ends)
+	}
+	log := sh(t, m.Dir, nil, "git log --format=%s && git status --porcelain=v1 && git fsck --full --strict --no-progress")
+	if want := "turn three\nturn one\ninitial\n"; log != want {
+		t.Errorf("git after turn 3: %q, want %q (turn 3's commit on top of turn 1's, nothing else changed)", log, want)
+	}
+	if !strings.Contains(before2Repo, "turn one") {
+		t.Fatalf("the repository before turn 2 lacks turn one's commit:\n%s", before2Repo)
+	}
+	got, _ := genSummary(t, m)
+	tail := "turn:Turn three: after the rewind|tool:" + a.toolLabel + "|turn:end of turn"
+	if !strings.HasSuffix(strings.Join(got, "|"), tail) || len(got) != 8 {
+		t.Errorf("active generations after turn 3:\n  %s\nwant turn 1's four, turn 2's prompt and then %s", strings.Join(got, "\n  "), tail)
+	}
+	if r := m.Run("agent", "show", a.name, "--dir", m.Dir); r.Code != 0 || !strings.Contains(r.Stdout, forked) {
+		t.Errorf("agent show %s after turn 3: exit %d: %s; want the forked session %s", a.name, r.Code, r.Stdout, forked)
+	}
 }
 
 // TestClaudeCodeE2E: the real Claude Code CLI (print mode, as root with
@@ -362,12 +404,9 @@ func TestClaudeCodeE2E(t *testing.T) {
 	twoTurns(t, m, srv, agentCase{
 		name:      "claude",
 		toolLabel: "tool Bash",
-		turn: func(t *testing.T, dir, prompt, session string) (string, string) {
+		turn: func(t *testing.T, dir, prompt string, resume ...string) (string, string) {
 			args := []string{"-p", prompt, "--allowedTools", "Bash", "--output-format", "json", "--model", "claude-sonnet-4-5"}
-			if session != "" {
-				args = append(args, "--resume", session)
-			}
-			out := runAgent(t, dir, env, claude, args...)
+			out := runAgent(t, dir, env, claude, append(args, resume...)...)
 			var res struct {
 				SessionID string `json:"session_id"`
 				Result    string `json:"result"`
@@ -378,7 +417,9 @@ func TestClaudeCodeE2E(t *testing.T) {
 			}
 			return res.SessionID, res.Result
 		},
-		hint: func(session string) string { return "claude --resume " + session + " --fork-session" },
+		resume: func(session string) []string { return []string{"--resume", session} },
+		hint:   func(session string) string { return "claude --resume " + session + " --fork-session" },
+		fork:   func(session string) []string { return []string{"--resume", session, "--fork-session"} },
 	})
 }
 
@@ -425,12 +466,9 @@ func TestGeminiCLIE2E(t *testing.T) {
 	twoTurns(t, m, srv, agentCase{
 		name:      "gemini",
 		toolLabel: "tool run_shell_command",
-		turn: func(t *testing.T, dir, prompt, session string) (string, string) {
+		turn: func(t *testing.T, dir, prompt string, resume ...string) (string, string) {
 			args := []string{"-p", prompt, "--approval-mode", "yolo", "--output-format", "json", "--model", "gemini-2.5-flash"}
-			if session != "" {
-				args = append(args, "--resume", session)
-			}
-			out := runAgent(t, dir, env, gemini, args...)
+			out := runAgent(t, dir, env, gemini, append(args, resume...)...)
 			var res struct {
 				SessionID string `json:"session_id"`
 				Response  string `json:"response"`
@@ -440,6 +478,9 @@ func TestGeminiCLIE2E(t *testing.T) {
 			}
 			return res.SessionID, res.Response
 		},
+		resume: func(session string) []string { return []string{"--resume", session} },
+		// What the rewind prints for Gemini CLI is not a command line
+		// (docs/agents.md), so there is no third turn.
 		hint: func(session string) string { return "gemini: resume session " + session },
 	})
 }
