@@ -15,7 +15,11 @@
 # published today; bump them here (the tests ask this script for the path).
 #
 # Exit status 1 with one line on stderr when npm or the registry is missing:
-# the tests then skip with that reason (and fail under CI=true).
+# the tests then skip with that reason (and fail under CI=true). A failed
+# npm install is remembered for 10 minutes (CACHE/.failed-NAME): --path
+# then fails at once with the same line, so a registry that drops packets
+# costs the run one npm timeout, not one per test. Installing without
+# --path (what scripts/test.sh does) always tries again.
 set -euo pipefail
 
 declare -A SPEC=(
@@ -30,6 +34,12 @@ ORDER=(claude gemini)
 CACHE="${REYNFS_AGENTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/reynfs-agents}"
 
 die() { echo "install-agents: $*" >&2; exit 1; }
+
+# failed NAME LINE: remember that installing NAME failed, then die.
+failed() {
+	mkdir -p "$CACHE" && echo "$2" >"$CACHE/.failed-$1" || true
+	die "$2"
+}
 
 # prefix_of NAME: the cache directory of NAME's pinned version.
 prefix_of() {
@@ -70,7 +80,7 @@ install_one() { # install_one NAME; prints nothing on success
 		--fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=5000 --fetch-timeout=120000 \
 		"$spec" >"$tmp.log" 2>&1); then
 		rm -rf "$tmp"
-		die "npm install $spec failed (registry unreachable?): $(first_error "$tmp.log")"
+		failed "$name" "npm install $spec failed (registry unreachable?): $(first_error "$tmp.log")"
 	fi
 	local tbin="$tmp/node_modules/.bin/$name"
 	# Claude Code: if npm did not run the postinstall that puts the native
@@ -80,9 +90,9 @@ install_one() { # install_one NAME; prints nothing on success
 	fi
 	if ! works "$tbin"; then
 		rm -rf "$tmp"
-		die "$spec installed but '$name --version' fails: $(first_error "$tmp.log")"
+		failed "$name" "$spec installed but '$name --version' fails: $(first_error "$tmp.log")"
 	fi
-	rm -f "$tmp.log"
+	rm -f "$tmp.log" "$CACHE/.failed-$name"
 	rm -rf "$prefix"
 	mv -T "$tmp" "$prefix"
 	exec 8>&-
@@ -91,15 +101,25 @@ install_one() { # install_one NAME; prints nothing on success
 case "${1:-}" in
 --path)
 	[[ -n "${2:-}" && -n "${SPEC[${2:-}]:-}" ]] || die "--path wants one of: ${ORDER[*]}"
+	if [[ ! -x "$(prefix_of "$2")/node_modules/.bin/$2" && -n "$(find "$CACHE/.failed-$2" -mmin -10 2>/dev/null)" ]]; then
+		die "$(cat "$CACHE/.failed-$2") (remembered from $(date -r "$CACHE/.failed-$2" +%T); run scripts/install-agents.sh to try again)"
+	fi
 	install_one "$2"
 	echo "$(prefix_of "$2")/node_modules/.bin/$2"
 	;;
 "")
+	rc=0
 	for name in "${ORDER[@]}"; do
 		t0=$(date +%s)
-		install_one "$name"
-		echo "install-agents: ${SPEC[$name]} in $(prefix_of "$name") ($(($(date +%s) - t0))s)"
+		rm -f "$CACHE/.failed-$name"
+		# A subshell: one CLI that cannot be installed leaves the others.
+		if (install_one "$name"); then
+			echo "install-agents: ${SPEC[$name]} in $(prefix_of "$name") ($(($(date +%s) - t0))s)"
+		else
+			rc=1
+		fi
 	done
+	exit $rc
 	;;
 *) die "usage: install-agents.sh [--path NAME]" ;;
 esac

@@ -296,8 +296,9 @@ func twoTurns(t *testing.T, m *Mount, srv *modelServer, a agentCase) {
 		t.Fatalf("turn 1's shell call did not run in the mount: gen/out.txt = %q", b)
 	}
 
-	// The moment before turn 2: git is asked first (it may refresh the
-	// index), then the tree and the agent's state are taken.
+	// The moment before turn 2: what git says, the tree and the agent's
+	// state (repoState sets GIT_OPTIONAL_LOCKS=0, so git status does not
+	// refresh the index: asking git changes nothing that is compared).
 	before2Repo := repoState(t, m.Dir)
 	before2Tree := treeSnapshot(t, m.Dir)
 	r := m.Run("agent", "show", a.name, "--dir", m.Dir)
