@@ -263,6 +263,7 @@ integration() { # integration LOGNAME LABEL [env...]
 		end FAIL "$GT_NOTE"
 	fi
 }
+[[ "${REYNFS_SKIP_INTEGRATION:-}" == 1 && "$CI" != true ]] || bash scripts/install-agents.sh 2>&1 | sed 's/^/  /' # agent CLIs for agents_e2e_test.go (a failure: those tests skip, or fail under CI=true)
 integration integration "FUSE integration tests (-p 1)"
 integration integration-gomaxprocs1 "FUSE integration tests (GOMAXPROCS=1)" GOMAXPROCS=1
 
