@@ -25,8 +25,13 @@ type Journal interface {
 type Caller struct {
 	Pid  uint32
 	Comm string
-	Uid  uint32
-	Gid  uint32
+	// Run and Agent name the `reynfs run` the process belongs to ("" for
+	// none); a mutation by a run a rewind cancelled is refused
+	// (CancelRunsLocked).
+	Run   string
+	Agent string
+	Uid   uint32
+	Gid   uint32
 	// Umask is the caller's umask for a create, mkdir or mknod: with
 	// FUSE_DONT_MASK the kernel leaves it to the file system, which
 	// applies it only where no default ACL decides the mode.
@@ -65,6 +70,9 @@ type Live struct {
 
 	epoch  Epoch // counts swaps; a handle opened before one is stale
 	failed error // first journal failure: every later mutation fails
+	// cancelled holds the runs a rewind cancelled (CancelRunsLocked):
+	// their mutations are refused, so none lands after the reset record.
+	cancelled map[string]bool
 	// privileged is set while FlushAllLocked runs (a generation cut, a
 	// rewind, an unmount): its commits may use the space reserve that
 	// ordinary writes leave (journal/space.go).
@@ -82,6 +90,11 @@ const (
 
 // ErrFailed wraps the journal failure that stopped all mutations.
 var ErrFailed = errors.New("journal failed: file system is read-only")
+
+// ErrRunCancelled refuses a mutation by a run a rewind cancelled. It wraps
+// ErrStale: the caller belongs to the abandoned future, as a handle opened
+// before the rewind does, and gets ESTALE.
+var ErrRunCancelled = fmt.Errorf("run cancelled by a rewind: %w", ErrStale)
 
 // NewLive serves t. nextIno is the first unused inode number and ceil the
 // highest one reserved durably; reserve is called (under the lock) to move
@@ -188,10 +201,13 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 	if l.failed != nil {
 		return l.failed
 	}
+	if err := l.refuseCancelled(c); err != nil {
+		return err
+	}
 	if r.Time == 0 {
 		r.Time = l.now()
 	}
-	r.Pid, r.Comm = c.Pid, c.Comm
+	r.Pid, r.Comm, r.Run, r.Agent = c.Pid, c.Comm, c.Run, c.Agent
 	if err := r.Validate(); err != nil {
 		return err
 	}
@@ -217,6 +233,46 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 		return l.failed
 	}
 	l.stage.hold(blobs, p)
+	return nil
+}
+
+// CancelRunsLocked marks runs cancelled: from now on every mutation they
+// ask for is refused with ErrRunCancelled, before it changes anything. A
+// rewind calls it under the lock before it appends its reset record, once
+// the runs' processes are gone: a request one of them had already sent,
+// still waiting for the lock, is refused then rather than journaled after
+// the reset. The kernel keeps a killed process waiting for the answer to a
+// request it sent, so "the cgroup is empty" covers most of them; this
+// covers the rest (background requests, a process that could not be
+// killed in time, one the fallback mode lost track of) without trusting
+// any of that. The caller holds the lock.
+func (l *Live) CancelRunsLocked(ids []string) {
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		if l.cancelled == nil {
+			l.cancelled = map[string]bool{}
+		}
+		l.cancelled[id] = true
+	}
+}
+
+// CancelRuns is CancelRunsLocked for a caller without the lock.
+func (l *Live) CancelRuns(ids []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.CancelRunsLocked(ids)
+}
+
+// refuseCancelled refuses a caller whose run was cancelled. Every mutation
+// asks, under the lock: commit for those that make a record, and the
+// buffered writes before they touch a buffer (whoever flushes it later
+// would journal their data). Caller holds l.mu.
+func (l *Live) refuseCancelled(c Caller) error {
+	if c.Run != "" && l.cancelled[c.Run] {
+		return fmt.Errorf("%w (run %s)", ErrRunCancelled, c.Run)
+	}
 	return nil
 }
 

@@ -31,6 +31,9 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	if l.failed != nil {
 		return 0, l.failed
 	}
+	if err := l.refuseCancelled(c); err != nil {
+		return 0, err
+	}
 	n, err := l.handleNode(ino, e)
 	if err != nil {
 		return 0, err
@@ -73,6 +76,9 @@ const (
 func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.refuseCancelled(c); err != nil {
+		return err
+	}
 	n, err := l.handleNode(ino, e)
 	if err != nil {
 		return err
@@ -110,6 +116,9 @@ func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length
 func (l *Live) CopyRange(c Caller, src uint64, srcOff uint64, dst uint64, dstEpoch Epoch, dstOff, length uint64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.refuseCancelled(c); err != nil {
+		return 0, err
+	}
 	in, err := l.node(src)
 	if err != nil {
 		return 0, err
