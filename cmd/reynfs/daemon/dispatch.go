@@ -92,6 +92,9 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
+		if err := d.notRewinding("checkpoint"); err != nil {
+			return nil, err
+		}
 		return d.checkpoint(p)
 	case api.UnmountParams{}.Method():
 		if d == nil {
@@ -127,7 +130,10 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
-		l, err := s.Log(p.All, p.WAL)
+		l, err := s.Log(p.All, p.WAL || p.Run != "")
+		if err == nil && p.Run != "" {
+			onlyRun(l, p.Run)
+		}
 		return &api.LogReply{Log: l}, err
 	case api.DiffParams{}.Method():
 		p, err := params[api.DiffParams](raw)
@@ -161,6 +167,11 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if d != nil && !p.Dry {
 			return result(d.rewind(p))
 		}
+		if d != nil {
+			if err := d.notRewinding("a dry rewind"); err != nil {
+				return nil, err
+			}
+		}
 		r := &api.RewindResult{}
 		r.Rewind, err = s.Rewind(p.Target, p.Dry)
 		return r, err
@@ -168,6 +179,11 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		p, err := params[api.RestoreParams](raw)
 		if err != nil {
 			return nil, err
+		}
+		if d != nil {
+			if err := d.notRewinding("restore"); err != nil {
+				return nil, err
+			}
 		}
 		r := &api.RestoreResult{}
 		r.Restore, err = s.Restore(p.Path, p.Target)

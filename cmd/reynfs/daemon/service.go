@@ -111,7 +111,8 @@ func (s *Service) records(path *journal.Path, from, to, head uint64, all bool) (
 		if !all && !path.OnPath(r.Seq, head) {
 			return nil
 		}
-		out = append(out, RecordLine{Seq: r.Seq, Time: time.Unix(0, r.Time), Op: r.Op.String(), What: describe(r), Pid: r.Pid, Comm: r.Comm})
+		out = append(out, RecordLine{Seq: r.Seq, Time: time.Unix(0, r.Time), Op: r.Op.String(), What: describe(r), Pid: r.Pid, Comm: r.Comm,
+			Run: r.Run, Agent: r.Agent})
 		return nil
 	})
 	if errors.Is(err, errDone) {
