@@ -65,8 +65,9 @@ type Live struct {
 	// refMu nests inside mu and may be taken under its read lock.
 	refMu   sync.Mutex
 	refs    map[uint64]uint64
-	dirty   map[uint64]*Node // files with pending data
-	pending int              // bytes in pending buffers
+	dirty   map[uint64]*Node  // files with pending data
+	writers map[uint64]Caller // who last wrote each dirty file's pending data
+	pending int               // bytes in pending buffers
 
 	epoch  Epoch // counts swaps; a handle opened before one is stale
 	failed error // first journal failure: every later mutation fails
@@ -102,7 +103,7 @@ var ErrRunCancelled = fmt.Errorf("run cancelled by a rewind: %w", ErrStale)
 func NewLive(t *Tree, j Journal, nextIno, ceil uint64, reserve func(uint64) error) *Live {
 	l := &Live{
 		t: t, j: j, nextIno: nextIno, inoCeil: ceil, reserve: reserve,
-		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{},
+		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{}, writers: map[uint64]Caller{},
 		refs: map[uint64]uint64{}, epoch: NoHandle + 1,
 		now: func() int64 { return time.Now().UnixNano() },
 	}
@@ -127,6 +128,7 @@ func (l *Live) Swap(t *Tree) {
 		n.counted = 0
 	}
 	l.dirty = map[uint64]*Node{}
+	l.writers = map[uint64]Caller{}
 	l.pending = 0
 }
 
@@ -198,6 +200,12 @@ func (l *Live) node(ino uint64) (*Node, error) {
 // the tree is unchanged; only a journal that stopped taking records after
 // Apply (closed or failed) makes the file system read-only.
 func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
+	return l.commitAs(c, c, r, blobs)
+}
+
+// commitAs is commit for a request by c of a record made by who: a flush
+// journals data another caller wrote.
+func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) error {
 	if l.failed != nil {
 		return l.failed
 	}
@@ -207,7 +215,7 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 	if r.Time == 0 {
 		r.Time = l.now()
 	}
-	r.Pid, r.Comm, r.Run, r.Agent = c.Pid, c.Comm, c.Run, c.Agent
+	r.Pid, r.Comm, r.Run, r.Agent = who.Pid, who.Comm, who.Run, who.Agent
 	if err := r.Validate(); err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 		if err := l.t.Truncate(n, in.Size, now); err != nil {
 			return Stat{}, err
 		}
-		l.markPending(n)
+		l.markPending(c, n)
 		if err := l.flush(c, n, journal.DataTruncate); err != nil {
 			return Stat{}, err
 		}
