@@ -1,8 +1,12 @@
 package agents
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Runs that ended leave the live set, and List shows only the last
@@ -50,4 +54,46 @@ func TestListKeepsLastEnded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// RunOfThread finds the run of a process without reading its stat file.
+func TestRunOfThread(t *testing.T) {
+	for _, mode := range []Mode{ModeCgroup, ModeProcessGroup} {
+		t.Run(string(mode), func(t *testing.T) {
+			r := newTestRuns(t, mode)
+			run, err := r.Start(Spec{Agent: "coder", Cmd: exec.Command("sh", "-c", "sleep 30 & wait")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.RunOfThread(run.Pid()); got != run {
+				t.Fatalf("RunOfThread(first process) = %v, want run %s", got, run.ID)
+			}
+			var child int
+			for deadline := time.Now().Add(5 * time.Second); child == 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the run's sleep never started")
+				}
+				if c := childPids(run.Pid()); len(c) > 0 {
+					child = c[0]
+				}
+			}
+			if got := r.RunOfThread(child); got != run {
+				t.Errorf("RunOfThread(child) = %v, want run %s", got, run.ID)
+			}
+			if got := r.RunOfThread(os.Getpid()); got != nil {
+				t.Errorf("RunOfThread(test process) = run %s, want none", got.ID)
+			}
+		})
+	}
+}
+
+func childPids(pid int) []int {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -438,3 +438,45 @@ func (r *Runs) Get(id string) *Run {
 	defer r.mu.Unlock()
 	return r.runs[id]
 }
+
+// RunOfThread is RunOf for a FUSE handler answering thread tid: it must
+// never wait for that thread, which is itself waiting for the answer. So
+// it reads no /proc/<tid>/stat (do_task_stat can wait for a lock of the
+// process that one of its threads, blocked in a FUSE request, holds: a
+// rewind loop under writers with a mapped file hung the mount on it), only
+// what takes no lock of the process: /proc/<tid>/cgroup in cgroup mode,
+// getpgid(2) in the fallback, where a process that left the run's process
+// group is therefore not found. It caches nothing; fs caches per thread.
+func (r *Runs) RunOfThread(tid int) *Run {
+	if tid <= 0 {
+		return nil
+	}
+	var id string
+	if r.mode == ModeCgroup {
+		cg, err := cgroupOf(tid)
+		if err != nil {
+			return nil
+		}
+		rest, ok := strings.CutPrefix(cg, r.cgPath+"/")
+		if !ok {
+			return nil
+		}
+		id, _, _ = strings.Cut(rest, "/")
+	} else {
+		pgid, err := syscall.Getpgid(tid)
+		if err != nil || pgid <= 1 {
+			return nil
+		}
+		r.mu.Lock()
+		for rid, run := range r.runs {
+			if run.Pid() == pgid {
+				id = rid
+			}
+		}
+		r.mu.Unlock()
+	}
+	if id == "" {
+		return nil
+	}
+	return r.Get(id)
+}

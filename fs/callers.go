@@ -11,7 +11,10 @@ import (
 
 // Attributor names the `reynfs run` (and its agent) that a process or
 // thread id belongs to, "" for none. fs/ cannot know runs (agents/ is
-// above it), so the daemon hands one in (Options.Attribute).
+// above it), so the daemon hands one in (Options.Attribute). It runs in
+// the FUSE handler of that thread's request, so it must never wait for
+// the thread: no /proc/<pid>/stat, whose reader can wait for a lock the
+// blocked process holds (agents.Runs.RunOfThread).
 type Attributor func(pid uint32) (run, agent string)
 
 // callers caches who is behind the thread id of a FUSE request: its

@@ -226,7 +226,7 @@ func (d *Daemon) notRewinding(what string) error {
 // attribute names the run and agent of a FUSE request's thread id, for the
 // journal (fs.Options.Attribute).
 func (d *Daemon) attribute(pid uint32) (run, agent string) {
-	if r := d.runs.RunOf(int(pid)); r != nil {
+	if r := d.runs.RunOfThread(int(pid)); r != nil {
 		return r.ID, r.Agent
 	}
 	return "", ""
