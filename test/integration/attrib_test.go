@@ -145,14 +145,19 @@ func TestRewindCancelledRunLeavesNoRecord(t *testing.T) {
 			break
 		}
 	}
-	for _, args := range [][]string{{"checkpoint", "-m", "during"}, {"rewind", "-1"}} {
-		r := m.Run(append(args, "--dir", m.Dir)...)
-		if r.Code != 1 || !strings.Contains(r.Stderr, "a rewind has held the workspace") ||
-			strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
-			t.Errorf("%s during a rewind: exit %d: %q; want exit 1 and one line saying a rewind holds the workspace", args[0], r.Code, r.Stderr)
-		}
+	// Both at once, well inside the grace period.
+	calls := [][]string{{"checkpoint", "-m", "during"}, {"rewind", "-1"}}
+	results := make([]Result, len(calls))
+	for i, args := range calls {
+		wg.Go(func() { results[i] = m.Run(append(args, "--dir", m.Dir)...) })
 	}
 	wg.Wait()
+	for i, r := range results {
+		if r.Code != 1 || !strings.Contains(r.Stderr, "a rewind has held the workspace") ||
+			strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("%s during a rewind: exit %d: %q; want exit 1 and one line saying a rewind holds the workspace", calls[i][0], r.Code, r.Stderr)
+		}
+	}
 	if rw.Code != 0 || !strings.Contains(rw.Stdout, "cancelled run "+run.ID) {
 		t.Fatalf("rewind: exit %d: %s%s; want it to name the cancelled run %s", rw.Code, rw.Stdout, rw.Stderr, run.ID)
 	}
