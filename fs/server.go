@@ -117,8 +117,12 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 // Unmount unmounts; it fails (EBUSY) while the mount is in use.
 func (f *FS) Unmount() error { return f.server.Unmount() }
 
-// Wait returns when the mount is gone.
-func (f *FS) Wait() { f.server.Wait() }
+// Wait returns when the mount is gone, and closes the pidfds the callers
+// cache held.
+func (f *FS) Wait() {
+	f.server.Wait()
+	f.callers.forget()
+}
 
 func (f *FS) String() string { return "reynfs" }
 
