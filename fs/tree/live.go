@@ -273,6 +273,12 @@ func (l *Live) CancelRuns(ids []string) {
 	l.CancelRunsLocked(ids)
 }
 
+// RefuseRunLocked is the refusal every mutation of run gets once a rewind
+// cancelled it (nil otherwise), for what changes the journal beside the
+// tree under the same lock: an agent's saved state. The caller holds the
+// lock.
+func (l *Live) RefuseRunLocked(run string) error { return l.refuseCancelled(Caller{Run: run}) }
+
 // refuseCancelled refuses a caller whose run was cancelled. Every mutation
 // asks, under the lock: commit for those that make a record, and the
 // buffered writes before they touch a buffer (whoever flushes it later

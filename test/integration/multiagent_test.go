@@ -88,4 +88,16 @@ func TestMultiAgentCut(t *testing.T) {
 	}
 	checkNoRecordAfterReset(t, m, prun.ID)
 	checkNoRecordAfterReset(t, m, crun.ID)
+	// The saves went through the control socket, and name their run too.
+	saved := map[string]bool{}
+	for _, r := range walOf(t, m, "--all") {
+		if r.Op == "agent-state" && r.Run != "" {
+			saved[r.Run+"/"+r.Agent] = true
+		}
+	}
+	for _, run := range []runInfo{prun, crun} {
+		if !saved[run.ID+"/"+run.Agent] {
+			t.Errorf("no agent-state record names run %s (%s): %v", run.ID, run.Agent, saved)
+		}
+	}
 }

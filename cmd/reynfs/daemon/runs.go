@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -230,6 +232,26 @@ func (d *Daemon) attribute(pid uint32) (run, agent string) {
 		return r.ID, r.Agent
 	}
 	return "", ""
+}
+
+// origin names the process behind a control request (its pid from
+// SO_PEERCRED) and its run, for the agent state it saves; the save is
+// refused, under the live lock, if a rewind cancelled that run (the
+// client may have been killed with it after its request was read).
+func (d *Daemon) origin(peer int32) agents.Origin {
+	if peer <= 0 {
+		return agents.Origin{}
+	}
+	o := agents.Origin{Pid: uint32(peer)}
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(int(peer)) + "/comm")
+	o.Comm = strings.TrimSpace(string(b))
+	if run := d.runs.RunOfThread(int(peer)); run != nil {
+		o.Run, o.Agent = run.ID, run.Agent
+		if d.live != nil {
+			o.Check = func() error { return d.live.RefuseRunLocked(run.ID) }
+		}
+	}
+	return o
 }
 
 // onlyRun keeps the records of one run in a log, and the generations that
