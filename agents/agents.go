@@ -59,6 +59,21 @@ func NewRegistry(states map[string]cas.Hash) *Registry {
 // generation, so nothing can name it before a restart reads the truth
 // back from the journal.
 func (r *Registry) Save(j *journal.Journal, lk sync.Locker, name string, state []byte) (uint64, cas.Hash, error) {
+	return r.SaveFrom(j, lk, Origin{}, name, state)
+}
+
+// Origin says who saves a state: the process behind the control request
+// and its run, recorded like a file operation's. Check, if set, runs under
+// lk before the record is appended and refuses the save with its error: a
+// save by a run a rewind cancelled must not land after the reset record.
+type Origin struct {
+	Pid              uint32
+	Comm, Run, Agent string
+	Check            func() error
+}
+
+// SaveFrom is Save on behalf of o.
+func (r *Registry) SaveFrom(j *journal.Journal, lk sync.Locker, o Origin, name string, state []byte) (uint64, cas.Hash, error) {
 	if err := CheckName(name); err != nil {
 		return 0, cas.Hash{}, err
 	}
@@ -66,9 +81,17 @@ func (r *Registry) Save(j *journal.Journal, lk sync.Locker, name string, state [
 		return 0, cas.Hash{}, fmt.Errorf("%w: agent %s: %d bytes, at most %d", ErrTooBig, name, len(state), MaxState)
 	}
 	h := cas.Sum(state)
-	rec := &journal.Record{Op: journal.OpAgentState, Label: name, Root: h}
+	rec := &journal.Record{Op: journal.OpAgentState, Label: name, Root: h, Pid: o.Pid, Comm: o.Comm, Run: o.Run, Agent: o.Agent}
 	if lk != nil {
 		lk.Lock()
+	}
+	if o.Check != nil {
+		if err := o.Check(); err != nil {
+			if lk != nil {
+				lk.Unlock()
+			}
+			return 0, cas.Hash{}, fmt.Errorf("save agent %s: %w", name, err)
+		}
 	}
 	p := j.Enqueue(rec, []cas.Blob{{Hash: h, Data: state}})
 	if p.Refused() == nil {

@@ -170,7 +170,8 @@ func (run *Run) waitEmpty(d time.Duration) error {
 }
 
 // Remove forgets a run whose processes are all gone and removes its cgroup
-// (EBUSY, as an error, while a process is left in it).
+// (EBUSY, as an error, while a process is left in it); List still shows it
+// among the last MaxEnded ended runs.
 func (run *Run) Remove() error {
 	if run.dir != "" {
 		if err := cgRemove(run.dir); err != nil {
@@ -180,9 +181,11 @@ func (run *Run) Remove() error {
 		return fmt.Errorf("remove run %s: %w", run.ID, syscall.EBUSY)
 	}
 	r := run.runs
+	info := run.Info()
 	r.mu.Lock()
 	if r.runs[run.ID] == run {
 		delete(r.runs, run.ID)
+		r.endedLocked(info)
 	}
 	for k, id := range r.cache {
 		if id == run.ID {

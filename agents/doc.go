@@ -70,9 +70,26 @@
 //
 // # Attribution
 //
-// RunOf maps the pid (or thread id) of a FUSE request to its run: from
-// /proc/<pid>/cgroup in cgroup mode, from the process group or the parent
-// chain in the fallback. Its cache is keyed on the pid and the process's
-// start time (/proc/<pid>/stat field 22), so a pid the kernel hands to a
-// new process is never taken for the run of the one that had it before.
+// Every journal record names the run (and agent) whose process made it.
+// The daemon asks RunOfThread from the FUSE handler of the request: from
+// /proc/<tid>/cgroup in cgroup mode, from getpgid(2) in the fallback. It
+// reads no /proc/<pid>/stat there: that read can wait for a lock of the
+// process whose thread is blocked in the very request being answered, and
+// the mount hangs. fs/ caches the answer per thread with a pidfd, so a pid
+// the kernel hands to a new process is never taken for the one that had it
+// before. RunOf, for callers outside a handler, also walks the parent chain
+// in the fallback; its cache is keyed on the pid and the process's start
+// time (/proc/<pid>/stat field 22) for the same reason.
+//
+// A rewind marks the runs it cancelled in the live tree before it appends
+// its reset record (tree.Live.CancelRunsLocked): from then on their
+// mutations are refused with ESTALE, so none lands after the reset, not
+// even a request that was in flight when the run was killed.
+//
+// # Listing
+//
+// List shows every live run and the last MaxEnded (64) ended ones: a run
+// whose first process exited and that has no process left, or that was
+// cancelled, is forgotten by the registry (Remove) and kept only as a
+// RunInfo for the listing.
 package agents

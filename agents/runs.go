@@ -69,7 +69,14 @@ type Runs struct {
 	mu    sync.Mutex
 	runs  map[string]*Run
 	cache map[procKey]string // (pid, start time) → run id; "" = in no run
+	ended []RunInfo          // the last MaxEnded runs Remove forgot, oldest first
 }
+
+// MaxEnded is how many ended runs (exited or cancelled, no process left)
+// List still shows, beside every live one: enough to see what a rewind
+// cancelled or how a recent run exited, without a workspace that runs an
+// agent per prompt for a week listing thousands.
+const MaxEnded = 64
 
 // Run is one command and its whole process tree.
 type Run struct {
@@ -259,14 +266,18 @@ func (r *Runs) Attach(run *Run, pid int) error {
 		return fmt.Errorf("attach run %s: bad pid %d", run.ID, pid)
 	}
 	// A command may have exited already (and been reaped); only a live
-	// process that is demonstrably elsewhere is refused.
-	if st, err := readStat(pid); err == nil {
-		if r.mode == ModeCgroup && r.resolve(pid, st) != run.ID {
-			return fmt.Errorf("attach run %s: pid %d is not in its cgroup", run.ID, pid)
+	// process that is demonstrably elsewhere is refused. One that exits
+	// while we look (a zombie, or gone by the second read) no longer shows
+	// its cgroup: what cannot be read is not held against it.
+	if r.mode == ModeCgroup {
+		mine := r.cgPath + "/" + run.ID
+		if cg, err := cgroupOf(pid); err == nil && cg != mine && !strings.HasPrefix(cg, mine+"/") {
+			return fmt.Errorf("attach run %s: pid %d is not in its cgroup (%s)", run.ID, pid, cg)
 		}
-		if r.mode == ModeProcessGroup && st.pgid != pid {
-			return fmt.Errorf("attach run %s: pid %d does not lead a process group", run.ID, pid)
-		}
+	}
+	if st, err := readStat(pid); err == nil && st.state != 'Z' && st.state != 'X' &&
+		r.mode == ModeProcessGroup && st.pgid != pid {
+		return fmt.Errorf("attach run %s: pid %d does not lead a process group", run.ID, pid)
 	}
 	run.mu.Lock()
 	run.pid, run.started = pid, time.Now()
@@ -371,15 +382,19 @@ func (run *Run) Signal(sig syscall.Signal) error {
 	return nil
 }
 
-// List returns every run still tracked, oldest first.
+// List returns every live run and the last MaxEnded ended ones, oldest
+// first. A run whose first process exited and that has no process left is
+// forgotten here (Remove), so it moves to the ended ones.
 func (r *Runs) List() []RunInfo {
+	r.prune()
 	r.mu.Lock()
 	runs := make([]*Run, 0, len(r.runs))
 	for _, run := range r.runs {
 		runs = append(runs, run)
 	}
+	out := make([]RunInfo, 0, len(runs)+len(r.ended))
+	out = append(out, r.ended...)
 	r.mu.Unlock()
-	out := make([]RunInfo, 0, len(runs))
 	for _, run := range runs {
 		out = append(out, run.Info())
 	}
@@ -387,9 +402,81 @@ func (r *Runs) List() []RunInfo {
 	return out
 }
 
+// prune removes the runs that exited and have no process left.
+func (r *Runs) prune() {
+	r.mu.Lock()
+	var done []*Run
+	for _, run := range r.runs {
+		select {
+		case <-run.done:
+			done = append(done, run)
+		default:
+		}
+	}
+	r.mu.Unlock()
+	// Oldest first, so the ended list keeps the newest.
+	slices.SortFunc(done, func(a, b *Run) int { return a.Info().Started.Compare(b.Info().Started) })
+	for _, run := range done {
+		if !run.populated() {
+			_ = run.Remove() // EBUSY: a process came back; it stays live
+		}
+	}
+}
+
+// ended notes a run Remove forgot, keeping the last MaxEnded. Caller
+// holds r.mu.
+func (r *Runs) endedLocked(ri RunInfo) {
+	if len(r.ended) >= MaxEnded {
+		r.ended = slices.Delete(r.ended, 0, len(r.ended)-MaxEnded+1)
+	}
+	r.ended = append(r.ended, ri)
+}
+
 // Get returns the run with this id, or nil.
 func (r *Runs) Get(id string) *Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.runs[id]
+}
+
+// RunOfThread is RunOf for a FUSE handler answering thread tid: it must
+// never wait for that thread, which is itself waiting for the answer. So
+// it reads no /proc/<tid>/stat (do_task_stat can wait for a lock of the
+// process that one of its threads, blocked in a FUSE request, holds: a
+// rewind loop under writers with a mapped file hung the mount on it), only
+// what takes no lock of the process: /proc/<tid>/cgroup in cgroup mode,
+// getpgid(2) in the fallback, where a process that left the run's process
+// group is therefore not found. It caches nothing; fs caches per thread.
+func (r *Runs) RunOfThread(tid int) *Run {
+	if tid <= 0 {
+		return nil
+	}
+	var id string
+	if r.mode == ModeCgroup {
+		cg, err := cgroupOf(tid)
+		if err != nil {
+			return nil
+		}
+		rest, ok := strings.CutPrefix(cg, r.cgPath+"/")
+		if !ok {
+			return nil
+		}
+		id, _, _ = strings.Cut(rest, "/")
+	} else {
+		pgid, err := syscall.Getpgid(tid)
+		if err != nil || pgid <= 1 {
+			return nil
+		}
+		r.mu.Lock()
+		for rid, run := range r.runs {
+			if run.Pid() == pgid {
+				id = rid
+			}
+		}
+		r.mu.Unlock()
+	}
+	if id == "" {
+		return nil
+	}
+	return r.Get(id)
 }

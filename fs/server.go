@@ -3,8 +3,6 @@ package fs
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,7 +34,10 @@ type Options struct {
 	// a view keeps each stored file's owner, mode and ACL, so nobody reads
 	// in the past what they could not read then.
 	PrivateHistory bool
-	Debug          bool
+	// Attribute names the run and agent of a request's thread id, for the
+	// journal records it causes (nil: none).
+	Attribute Attributor
+	Debug     bool
 }
 
 // FS serves a live tree over FUSE. Each handler translates the request,
@@ -58,7 +59,7 @@ type FS struct {
 	mu      sync.Mutex
 	handles map[uint64]*handle
 	nextFh  uint64
-	comms   map[uint32]string
+	callers callers // who is behind a request (callers.go)
 }
 
 // Mount mounts live at mountpoint and serves it in the background. As root
@@ -70,7 +71,7 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 	f := &FS{
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
 		live:          live, log: opts.Log, timeout: opts.Timeout, storeDir: opts.StoreDir, mountpoint: mountpoint,
-		handles: map[uint64]*handle{}, comms: map[uint32]string{},
+		handles: map[uint64]*handle{}, callers: callers{attribute: opts.Attribute},
 	}
 	f.viewName = opts.ViewsName
 	if f.viewName == "" {
@@ -116,34 +117,29 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 // Unmount unmounts; it fails (EBUSY) while the mount is in use.
 func (f *FS) Unmount() error { return f.server.Unmount() }
 
-// Wait returns when the mount is gone.
-func (f *FS) Wait() { f.server.Wait() }
+// Wait returns when the mount is gone, and closes the pidfds the callers
+// cache held.
+func (f *FS) Wait() {
+	f.server.Wait()
+	f.callers.forget()
+}
 
 func (f *FS) String() string { return "reynfs" }
 
-// caller names the process behind a request for the journal. The command
-// name is read from /proc once per pid.
+// caller names the process behind a request for the journal: its
+// command name, and the run and agent it belongs to (callers.go).
 func (f *FS) caller(h *fuse.InHeader) tree.Caller {
 	c := tree.Caller{Pid: h.Pid, Uid: h.Uid, Gid: h.Gid}
-	if h.Pid == 0 {
-		return c
+	if h.Pid != 0 {
+		c.Comm, c.Run, c.Agent = f.callers.get(h.Pid)
 	}
-	f.mu.Lock()
-	comm, ok := f.comms[h.Pid]
-	f.mu.Unlock()
-	if !ok {
-		b, _ := os.ReadFile("/proc/" + strconv.FormatUint(uint64(h.Pid), 10) + "/comm")
-		comm = strings.TrimSpace(string(b))
-		f.mu.Lock()
-		if len(f.comms) > 4096 {
-			clear(f.comms)
-		}
-		f.comms[h.Pid] = comm
-		f.mu.Unlock()
-	}
-	c.Comm = comm
 	return c
 }
+
+// ForgetCallers drops what is known of the processes behind requests, so
+// the next request of each asks Options.Attribute again: the daemon calls
+// it when a run attaches its first process.
+func (f *FS) ForgetCallers() { f.callers.forget() }
 
 func (f *FS) status(op string, err error) fuse.Status { return toStatus(&f.log, op, err) }
 

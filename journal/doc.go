@@ -45,7 +45,9 @@
 // chunk about 80. Decode accepts exactly what Encode writes (it rejects
 // unknown ops, truncation, trailing bytes, non-minimal varints, zero-valued
 // fields and lengths the input cannot hold), so Encode(Decode(b)) == b;
-// FuzzDecode checks that. Tags are never renumbered, only appended.
+// FuzzDecode checks that. Tags are never renumbered, only appended: Run and
+// Agent (the `reynfs run` that made a record) came last, so a record
+// written before them decodes with both empty.
 // Enqueue checks Record.Validate: a field the op does not use is refused
 // (ErrInvalid) rather than silently journalled.
 //

@@ -47,6 +47,8 @@ const (
 	tagSupersedes
 	tagAgents
 	tagHoles
+	tagRun   // who, not what: any op may carry it (validate.go)
+	tagAgent // the run's agent
 	tagMax
 )
 
@@ -56,7 +58,7 @@ const (
 // byte slices are length-prefixed, hashes are 32 raw bytes. An empty XValue
 // is not written and decodes as nil.
 func Encode(r *Record) []byte {
-	b := make([]byte, 0, 64+len(r.Comm)+len(r.Name)+len(r.NewName)+len(r.Target)+
+	b := make([]byte, 0, 64+len(r.Comm)+len(r.Run)+len(r.Agent)+len(r.Name)+len(r.NewName)+len(r.Target)+
 		len(r.XName)+len(r.XValue)+len(r.GenKind)+len(r.Label)+len(r.Chunks)*36+len(r.Agents)*48)
 	b = append(b, formatV1, byte(r.Op))
 	b = binary.AppendUvarint(b, r.Seq)
@@ -122,6 +124,8 @@ func Encode(r *Record) []byte {
 			end = h.Start + h.Count
 		}
 	}
+	b = putString(b, tagRun, r.Run)
+	b = putString(b, tagAgent, r.Agent)
 	return b
 }
 
@@ -141,7 +145,7 @@ func (r *Record) EncodedLen() int {
 			n += 1 + uvarintLen(zigzag(v))
 		}
 	}
-	for _, s := range [...]string{r.Name, r.NewName, r.Target, r.XName, string(r.XValue), r.GenKind, r.Label} {
+	for _, s := range [...]string{r.Name, r.NewName, r.Target, r.XName, string(r.XValue), r.GenKind, r.Label, r.Run, r.Agent} {
 		if s != "" {
 			n += 1 + strLen(s)
 		}
@@ -318,6 +322,10 @@ func (d *decoder) field(r *Record, tag int) {
 		}
 	case tagHoles:
 		d.holes(r)
+	case tagRun:
+		r.Run = d.nonempty()
+	case tagAgent:
+		r.Agent = d.nonempty()
 	}
 }
 

@@ -46,6 +46,39 @@ func sampleRecords() []*Record {
 		{Seq: 22, Op: OpRestore, Time: t, Parent: 7, Name: "src", Root: hashOf("r3"), Ino: 1 << 33, Label: "restore src from seq 9"},
 		{Seq: 23, Op: OpData, Time: t, Comm: "fallocate", Ino: 17, Size: 40 << 30, Kind: DataFallocate, Mtime: t,
 			Chunks: []Chunk{{0, hashOf("c0")}}, Holes: []HoleRange{{0, 3}, {5, 655355}}},
+		{Seq: 24, Op: OpData, Time: t, Pid: 31337, Comm: "sh", Run: "a1b2c3d4e5f6", Agent: "coder", Ino: 17, Size: 2, Kind: DataWrite,
+			Chunks: []Chunk{{0, hashOf("c2")}}},
+		{Seq: 25, Op: OpUnlink, Time: t, Pid: 31338, Comm: "rm", Run: "a1b2c3d4e5f6", Parent: 1, Name: "f"},
+	}
+}
+
+// TestDecodeWithoutRun: a record written before Run and Agent existed (these
+// bytes are what Encode wrote then) decodes with both empty and re-encodes
+// to the same bytes; one with them keeps them.
+func TestDecodeWithoutRun(t *testing.T) {
+	old := []byte{1, byte(OpUnlink), 7, 4, 0x92, 0x21, 2, 'r', 'm', tagParent, 12, tagName, 3, 'x', '.', 'o'}
+	r, err := Decode(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Record{Seq: 7, Op: OpUnlink, Time: 2, Pid: 4242, Comm: "rm", Parent: 12, Name: "x.o"}
+	if !reflect.DeepEqual(r, want) {
+		t.Fatalf("old record decoded as %+v, want %+v", r, want)
+	}
+	if b := Encode(r); !bytes.Equal(b, old) {
+		t.Fatalf("old record re-encoded as %x, want %x", b, old)
+	}
+	r.Run, r.Agent = "r1", "coder"
+	b := Encode(r)
+	if !bytes.Equal(b[:len(old)], old) || len(b) != len(old)+2+2+2+5 {
+		t.Fatalf("run and agent not appended as two tagged fields: %x", b)
+	}
+	got, err := Decode(b)
+	if err != nil || got.Run != "r1" || got.Agent != "coder" {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if err := got.Validate(); err != nil {
+		t.Fatalf("an unlink with a run does not validate: %v", err)
 	}
 }
 
@@ -93,6 +126,7 @@ func TestDecodeRejects(t *testing.T) {
 		"trailing":       append(append([]byte{}, good...), 0),
 		"tag repeat":     append(append([]byte{}, good...), tagGid, 5),
 		"tag unknown":    append(append([]byte{}, good...), tagMax, 5),
+		"empty run":      append(append([]byte{}, good...), tagRun, 0),
 		"zero field":     {1, byte(OpUnlink), 1, 0, 0, 0, tagParent, 0},
 		"long varint":    {1, byte(OpUnlink), 0x81, 0x00, 0, 0, 0},
 		"absurd string":  {1, byte(OpUnlink), 1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},

@@ -125,6 +125,12 @@ type Record struct {
 	Time int64
 	Pid  uint32 // process that caused it, from the FUSE request (0 if none)
 	Comm string // that process's command name
+	// Run and Agent name the `reynfs run` that process belonged to and
+	// its agent ("" for none). Like Pid and Comm any op may carry them;
+	// they are tagged fields, so records written before they existed
+	// decode with both empty.
+	Run   string
+	Agent string
 
 	Parent    uint64
 	Name      string

@@ -14,6 +14,7 @@ var fieldNames = [tagMax]string{
 	tagXName: "XName", tagXValue: "XValue", tagGenKind: "GenKind", tagLabel: "Label",
 	tagRoot: "Root", tagNextIno: "NextIno", tagResetTo: "ResetTo",
 	tagSupersedes: "Supersedes", tagAgents: "Agents", tagHoles: "Holes",
+	tagRun: "Run", tagAgent: "Agent",
 }
 
 func fields(tags ...int) uint32 {
@@ -25,7 +26,8 @@ func fields(tags ...int) uint32 {
 }
 
 // opFields lists the fields each op may set (see the Op constants). Every op
-// may also set Seq, Time, Pid and Comm.
+// may also set Seq, Time, Pid and Comm, and Run and Agent (tagged fields
+// that setFields leaves out).
 var opFields = [opMax]uint32{
 	OpCreate:      fields(tagParent, tagName, tagIno, tagMode, tagUid, tagGid, tagRdev),
 	OpMkdir:       fields(tagParent, tagName, tagIno, tagMode, tagUid, tagGid),

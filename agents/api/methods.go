@@ -80,6 +80,9 @@ type EmptyResult struct{ Reply }
 type LogParams struct {
 	All bool `json:"all,omitempty"` // include abandoned branches
 	WAL bool `json:"wal,omitempty"` // include each generation's records
+	// Run keeps only the records made by that run (implies WAL) and the
+	// generations that have any.
+	Run string `json:"run,omitempty"`
 }
 
 func (LogParams) Method() string { return "log" }
@@ -289,6 +292,9 @@ type RecordLine struct {
 	What string    `json:"what"`
 	Pid  uint32    `json:"pid,omitempty"`
 	Comm string    `json:"comm,omitempty"`
+	// Run and Agent: the `reynfs run` whose process made the record.
+	Run   string `json:"run,omitempty"`
+	Agent string `json:"agent,omitempty"`
 }
 
 // Branch is an abandoned segment: records Seqs From..To left by the reset at Reset.

@@ -16,13 +16,15 @@ func newLogCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
 	var all, wal, asJSON, graph bool
+	var run string
 	cmd := &cobra.Command{
-		Use:   "log [--all] [--wal] [--json]",
+		Use:   "log [--all] [--wal] [--run ID] [--graph] [--json]",
 		Short: "Show the timeline of generations, newest first",
 		Long: `Show the generations of the workspace around the current directory (or --dir):
 id, seq, kind, label, time and what changed since the previous generation on its path.
 --wal also lists the journal records between generations, with the process that made
-each; --all includes inactive branches (abandoned by rewinds) and lists them.
+each (and its run and agent, for a process started with 'reynfs run'); --run ID lists only
+that run's records; --all includes inactive branches (abandoned by rewinds) and lists them.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.NoArgs),
@@ -31,7 +33,7 @@ each; --all includes inactive branches (abandoned by rewinds) and lists them.
 				return printGraph(cmd.Context(), o, dir)
 			}
 			var resp api.LogReply
-			if err := call(cmd.Context(), o, dir, api.LogParams{All: all, WAL: wal}, &resp); err != nil {
+			if err := call(cmd.Context(), o, dir, api.LogParams{All: all, WAL: wal, Run: run}, &resp); err != nil {
 				return err
 			}
 			if asJSON {
@@ -44,6 +46,7 @@ each; --all includes inactive branches (abandoned by rewinds) and lists them.
 	cmd.Flags().BoolVar(&all, "all", false, "include inactive branches")
 	cmd.Flags().BoolVar(&wal, "wal", false, "list the records between generations")
 	cmd.Flags().BoolVar(&graph, "graph", false, "draw the forks: current @, others ○, branches indented above their fork point")
+	cmd.Flags().StringVar(&run, "run", "", "list only the records of this run (implies --wal)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
@@ -67,6 +70,12 @@ func printLog(l *daemon.LogResult, all bool) {
 			who := r.Comm
 			if r.Pid != 0 {
 				who = fmt.Sprintf("%s[%d]", r.Comm, r.Pid)
+			}
+			if r.Run != "" {
+				who += " run " + r.Run
+				if r.Agent != "" {
+					who += " (" + r.Agent + ")"
+				}
 			}
 			fmt.Printf("      seq %-8d %-11s %s  %s\n", r.Seq, r.Op, r.What, who)
 		}

@@ -25,8 +25,13 @@ type Journal interface {
 type Caller struct {
 	Pid  uint32
 	Comm string
-	Uid  uint32
-	Gid  uint32
+	// Run and Agent name the `reynfs run` the process belongs to ("" for
+	// none); a mutation by a run a rewind cancelled is refused
+	// (CancelRunsLocked).
+	Run   string
+	Agent string
+	Uid   uint32
+	Gid   uint32
 	// Umask is the caller's umask for a create, mkdir or mknod: with
 	// FUSE_DONT_MASK the kernel leaves it to the file system, which
 	// applies it only where no default ACL decides the mode.
@@ -60,11 +65,15 @@ type Live struct {
 	// refMu nests inside mu and may be taken under its read lock.
 	refMu   sync.Mutex
 	refs    map[uint64]uint64
-	dirty   map[uint64]*Node // files with pending data
-	pending int              // bytes in pending buffers
+	dirty   map[uint64]*Node  // files with pending data
+	writers map[uint64]Caller // who last wrote each dirty file's pending data
+	pending int               // bytes in pending buffers
 
 	epoch  Epoch // counts swaps; a handle opened before one is stale
 	failed error // first journal failure: every later mutation fails
+	// cancelled holds the runs a rewind cancelled (CancelRunsLocked):
+	// their mutations are refused, so none lands after the reset record.
+	cancelled map[string]bool
 	// privileged is set while FlushAllLocked runs (a generation cut, a
 	// rewind, an unmount): its commits may use the space reserve that
 	// ordinary writes leave (journal/space.go).
@@ -83,13 +92,18 @@ const (
 // ErrFailed wraps the journal failure that stopped all mutations.
 var ErrFailed = errors.New("journal failed: file system is read-only")
 
+// ErrRunCancelled refuses a mutation by a run a rewind cancelled. It wraps
+// ErrStale: the caller belongs to the abandoned future, as a handle opened
+// before the rewind does, and gets ESTALE.
+var ErrRunCancelled = fmt.Errorf("run cancelled by a rewind: %w", ErrStale)
+
 // NewLive serves t. nextIno is the first unused inode number and ceil the
 // highest one reserved durably; reserve is called (under the lock) to move
 // the ceiling before an inode past it is handed out.
 func NewLive(t *Tree, j Journal, nextIno, ceil uint64, reserve func(uint64) error) *Live {
 	l := &Live{
 		t: t, j: j, nextIno: nextIno, inoCeil: ceil, reserve: reserve,
-		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{},
+		opens: map[uint64]int{}, orphans: map[uint64]*Node{}, dirty: map[uint64]*Node{}, writers: map[uint64]Caller{},
 		refs: map[uint64]uint64{}, epoch: NoHandle + 1,
 		now: func() int64 { return time.Now().UnixNano() },
 	}
@@ -114,6 +128,7 @@ func (l *Live) Swap(t *Tree) {
 		n.counted = 0
 	}
 	l.dirty = map[uint64]*Node{}
+	l.writers = map[uint64]Caller{}
 	l.pending = 0
 }
 
@@ -185,13 +200,22 @@ func (l *Live) node(ino uint64) (*Node, error) {
 // the tree is unchanged; only a journal that stopped taking records after
 // Apply (closed or failed) makes the file system read-only.
 func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
+	return l.commitAs(c, c, r, blobs)
+}
+
+// commitAs is commit for a request by c of a record made by who: a flush
+// journals data another caller wrote.
+func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) error {
 	if l.failed != nil {
 		return l.failed
+	}
+	if err := l.refuseCancelled(c); err != nil {
+		return err
 	}
 	if r.Time == 0 {
 		r.Time = l.now()
 	}
-	r.Pid, r.Comm = c.Pid, c.Comm
+	r.Pid, r.Comm, r.Run, r.Agent = who.Pid, who.Comm, who.Run, who.Agent
 	if err := r.Validate(); err != nil {
 		return err
 	}
@@ -217,6 +241,52 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 		return l.failed
 	}
 	l.stage.hold(blobs, p)
+	return nil
+}
+
+// CancelRunsLocked marks runs cancelled: from now on every mutation they
+// ask for is refused with ErrRunCancelled, before it changes anything. A
+// rewind calls it under the lock before it appends its reset record, once
+// the runs' processes are gone: a request one of them had already sent,
+// still waiting for the lock, is refused then rather than journaled after
+// the reset. The kernel keeps a killed process waiting for the answer to a
+// request it sent, so "the cgroup is empty" covers most of them; this
+// covers the rest (background requests, a process that could not be
+// killed in time, one the fallback mode lost track of) without trusting
+// any of that. The caller holds the lock.
+func (l *Live) CancelRunsLocked(ids []string) {
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		if l.cancelled == nil {
+			l.cancelled = map[string]bool{}
+		}
+		l.cancelled[id] = true
+	}
+}
+
+// CancelRuns is CancelRunsLocked for a caller without the lock.
+func (l *Live) CancelRuns(ids []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.CancelRunsLocked(ids)
+}
+
+// RefuseRunLocked is the refusal every mutation of run gets once a rewind
+// cancelled it (nil otherwise), for what changes the journal beside the
+// tree under the same lock: an agent's saved state. The caller holds the
+// lock.
+func (l *Live) RefuseRunLocked(run string) error { return l.refuseCancelled(Caller{Run: run}) }
+
+// refuseCancelled refuses a caller whose run was cancelled. Every mutation
+// asks, under the lock: commit for those that make a record, and the
+// buffered writes before they touch a buffer (whoever flushes it later
+// would journal their data). Caller holds l.mu.
+func (l *Live) refuseCancelled(c Caller) error {
+	if c.Run != "" && l.cancelled[c.Run] {
+		return fmt.Errorf("%w (run %s)", ErrRunCancelled, c.Run)
+	}
 	return nil
 }
 

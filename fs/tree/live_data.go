@@ -31,6 +31,9 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	if l.failed != nil {
 		return 0, l.failed
 	}
+	if err := l.refuseCancelled(c); err != nil {
+		return 0, err
+	}
 	n, err := l.handleNode(ino, e)
 	if err != nil {
 		return 0, err
@@ -47,7 +50,7 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	if err := l.t.WriteAt(n, p, off, l.now()); err != nil {
 		return 0, err
 	}
-	l.markPending(n)
+	l.markPending(c, n)
 	if n.PendingBytes() >= FileFlushBytes {
 		if err := l.flush(c, n, journal.DataWrite); err != nil {
 			return 0, err
@@ -73,6 +76,9 @@ const (
 func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.refuseCancelled(c); err != nil {
+		return err
+	}
 	n, err := l.handleNode(ino, e)
 	if err != nil {
 		return err
@@ -100,7 +106,7 @@ func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length
 			return err
 		}
 	}
-	l.markPending(n)
+	l.markPending(c, n)
 	return l.flush(c, n, journal.DataFallocate)
 }
 
@@ -110,6 +116,9 @@ func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length
 func (l *Live) CopyRange(c Caller, src uint64, srcOff uint64, dst uint64, dstEpoch Epoch, dstOff, length uint64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.refuseCancelled(c); err != nil {
+		return 0, err
+	}
 	in, err := l.node(src)
 	if err != nil {
 		return 0, err
@@ -139,7 +148,7 @@ func (l *Live) CopyRange(c Caller, src uint64, srcOff uint64, dst uint64, dstEpo
 			return int(done), err
 		}
 		done += uint64(k)
-		l.markPending(out)
+		l.markPending(c, out)
 		if out.PendingBytes() >= FileFlushBytes {
 			if err := l.flush(c, out, journal.DataCopy); err != nil {
 				return int(done), err
@@ -201,22 +210,26 @@ func (l *Live) flushAll(c Caller) error {
 	return nil
 }
 
-// markPending notes that n holds pending data and recounts its buffers.
-func (l *Live) markPending(n *Node) {
+// markPending notes that n holds pending data, written by c, and recounts
+// its buffers.
+func (l *Live) markPending(c Caller, n *Node) {
 	b := n.PendingBytes()
 	l.pending += b - n.counted
 	n.counted = b
 	l.dirty[n.Ino] = n
+	l.writers[n.Ino] = c
 }
 
 func (l *Live) dropPending(n *Node) {
 	l.pending -= n.counted
 	n.counted = 0
 	delete(l.dirty, n.Ino)
+	delete(l.writers, n.Ino)
 	n.ClearPending()
 }
 
-// flush turns n's pending buffers into one OpData record. An unlinked open
+// flush turns n's pending buffers into one OpData record, attributed to
+// the last caller that wrote them. An unlinked open
 // file is not journaled: its chunks are stored and applied in memory.
 func (l *Live) flush(c Caller, n *Node, kind uint8) error {
 	if !n.Dirty() {
@@ -234,7 +247,14 @@ func (l *Live) flush(c Caller, n *Node, kind uint8) error {
 		l.dropPending(n)
 		return nil
 	}
-	if err := l.commit(c, r, blobs); err != nil {
+	// The record names who wrote the data, not who flushed it (the
+	// periodic flush, a close by another process, a rewind); c is still
+	// the one refused if its run was cancelled.
+	who, ok := l.writers[n.Ino]
+	if !ok {
+		who = c
+	}
+	if err := l.commitAs(c, who, r, blobs); err != nil {
 		return err
 	}
 	l.dropPending(n)

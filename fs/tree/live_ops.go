@@ -73,6 +73,9 @@ const SetSize = 1 << 16
 func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.refuseCancelled(c); err != nil {
+		return Stat{}, err
+	}
 	n, err := l.handleNode(ino, in.Epoch)
 	if err != nil {
 		return Stat{}, err
@@ -91,7 +94,7 @@ func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 		if err := l.t.Truncate(n, in.Size, now); err != nil {
 			return Stat{}, err
 		}
-		l.markPending(n)
+		l.markPending(c, n)
 		if err := l.flush(c, n, journal.DataTruncate); err != nil {
 			return Stat{}, err
 		}

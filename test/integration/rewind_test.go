@@ -1052,7 +1052,7 @@ func rwOneLine(t testing.TB, r Result, want int, what string) {
 // TestRewindBadInput: unknown, malformed, too old and too new targets and
 // bad command lines exit 2 with one line on stderr and change nothing;
 // --dry-run changes nothing; concurrent rewinds are serialized (each one
-// either runs whole or is refused with exit 2).
+// either runs whole or is refused with exit 1, rewind_in_progress).
 func TestRewindBadInput(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a"), []byte("0"), 0o644)
@@ -1145,9 +1145,9 @@ func TestRewindBadInput(t *testing.T) {
 		switch {
 		case r.Code == 0:
 			ok++
-		case r.Code == 2 && strings.Contains(r.Stderr, "another rewind"):
+		case r.Code == 1 && strings.Contains(r.Stderr, "a rewind has held the workspace"): // rewind_in_progress
 			refused++
-			rwOneLine(t, r, 2, "a refused concurrent rewind")
+			rwOneLine(t, r, 1, "a refused concurrent rewind")
 		default:
 			t.Errorf("concurrent rewind to %d: exit %d: %s", targets[i], r.Code, r.Stderr)
 		}

@@ -88,12 +88,13 @@ func (d *Daemon) serve(c net.Conn) {
 		_ = json.NewEncoder(c).Encode(resp)
 		return
 	}
-	d.handle(c)
+	d.handle(c, cred.Pid)
 }
 
 // handle answers the calls of one trusted connection, one at a time,
-// until the client closes it or the daemon finishes.
-func (d *Daemon) handle(c net.Conn) {
+// until the client closes it or the daemon finishes; peer is the pid of
+// the process that connected (SO_PEERCRED), whose run an agent save names.
+func (d *Daemon) handle(c net.Conn, peer int32) {
 	// The daemon finishing wakes a connection idle in its read (a kept
 	// connection must not hold up the exit); a reply being written still
 	// goes out.
@@ -134,7 +135,7 @@ func (d *Daemon) handle(c net.Conn) {
 		if req.Method == (api.SubscribeParams{}).Method() {
 			// The connection becomes the event stream (subscribe.go).
 			p, err := params[api.SubscribeParams](req.Params)
-			resp := dispatch(d.svc, d, &req)
+			resp := dispatchFrom(d.svc, d, &req, peer)
 			if err != nil || resp.Error != nil || len(req.ID) == 0 {
 				_ = enc.Encode(resp)
 				return
@@ -145,7 +146,7 @@ func (d *Daemon) handle(c net.Conn) {
 			d.subscribe(c, enc, p)
 			return
 		}
-		resp := dispatch(d.svc, d, &req)
+		resp := dispatchFrom(d.svc, d, &req, peer)
 		if len(req.ID) == 0 {
 			continue // a notification: no answer
 		}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -84,6 +85,7 @@ type Daemon struct {
 	dirf        *os.File       // the project directory, opened before the mount covers it
 	runs        *agents.Runs   // the runs started with `reynfs run`
 	runEvents   runBroker      // run.started and run.exited for the subscriptions
+	rewinding   atomic.Int64   // Unix ns since a rewind holds the workspace; 0: none (runs.go)
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -166,7 +168,8 @@ func Start(cfg Config) (*Daemon, error) {
 	rw := &rewind.Rewinder{J: j, Live: d.live, Agents: agents.NewRegistry(states)}
 	d.svc = &Service{J: j, Live: d.live, RW: rw, Views: d.views}
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
-		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: d.private})
+		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: d.private,
+		Attribute: d.attribute})
 	if err != nil {
 		_ = d.runs.Close() // no run exists yet
 		return fail(err)

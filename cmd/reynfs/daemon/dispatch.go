@@ -18,6 +18,11 @@ import (
 // name becomes a call, for the daemon (d set) and for the CLI on an
 // unmounted store (d nil, s on the store opened directly).
 func dispatch(s *Service, d *Daemon, req *api.Request) *api.Response {
+	return dispatchFrom(s, d, req, 0)
+}
+
+// dispatchFrom is dispatch for a request from process peer (0: unknown).
+func dispatchFrom(s *Service, d *Daemon, req *api.Request, peer int32) *api.Response {
 	id := req.ID
 	if len(id) == 0 {
 		id = json.RawMessage("null")
@@ -27,7 +32,7 @@ func dispatch(s *Service, d *Daemon, req *api.Request) *api.Response {
 			Message: fmt.Sprintf("control socket: request is not JSON-RPC %s (jsonrpc %q)", api.JSONRPC, req.JSONRPC),
 			Data:    api.ErrorData{Kind: api.KindBadInput, Exit: api.KindBadInput.Exit()}})
 	}
-	res, err := call(s, d, req.Method, req.Params)
+	res, err := call(s, d, peer, req.Method, req.Params)
 	var h *api.Head
 	if res != nil {
 		h = res.At() // unmount notes it before the store closes
@@ -69,7 +74,7 @@ func errNeedsDaemon(method string) error {
 	return fmt.Errorf("%w: %s needs the workspace mounted", ErrNotRunning, method)
 }
 
-func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result, error) {
+func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage) (api.Result, error) {
 	switch method {
 	case api.HelloParams{}.Method():
 		p, err := params[api.HelloParams](raw)
@@ -90,6 +95,9 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		}
 		p, err := params[api.CheckpointParams](raw)
 		if err != nil {
+			return nil, err
+		}
+		if err := d.notRewinding("checkpoint"); err != nil {
 			return nil, err
 		}
 		return result(d.checkpoint(p))
@@ -127,7 +135,10 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
-		l, err := s.Log(p.All, p.WAL)
+		l, err := s.Log(p.All, p.WAL || p.Run != "")
+		if err == nil && p.Run != "" {
+			onlyRun(l, p.Run)
+		}
 		return &api.LogReply{Log: l}, err
 	case api.DiffParams{}.Method():
 		p, err := params[api.DiffParams](raw)
@@ -161,6 +172,11 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if d != nil && !p.Dry {
 			return result(d.rewind(p))
 		}
+		if d != nil {
+			if err := d.notRewinding("a dry rewind"); err != nil {
+				return nil, err
+			}
+		}
 		r := &api.RewindResult{}
 		r.Rewind, err = s.Rewind(p.Target, p.Dry)
 		return r, err
@@ -168,6 +184,11 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		p, err := params[api.RestoreParams](raw)
 		if err != nil {
 			return nil, err
+		}
+		if d != nil {
+			if err := d.notRewinding("restore"); err != nil {
+				return nil, err
+			}
 		}
 		r := &api.RestoreResult{}
 		r.Restore, err = s.Restore(p.Path, p.Target)
@@ -191,7 +212,11 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 			return nil, err
 		}
 		r := &api.SeqResult{}
-		r.Seq, err = s.AgentSave(p.Name, p.Data)
+		if d != nil {
+			r.Seq, err = s.AgentSaveFrom(d.origin(peer), p.Name, p.Data)
+		} else {
+			r.Seq, err = s.AgentSave(p.Name, p.Data)
+		}
 		return r, err
 	case api.AgentListParams{}.Method():
 		p, err := params[api.AgentListParams](raw)

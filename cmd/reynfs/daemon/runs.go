@@ -5,9 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/agents/api"
@@ -89,6 +92,13 @@ func (d *Daemon) runAttach(p api.RunAttachParams) (*api.EmptyResult, error) {
 	if err := d.runs.Attach(run, p.Pid); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	if mode, _ := d.runs.Mode(); mode == agents.ModeProcessGroup {
+		// Membership follows the process group, known only now: a process
+		// of the run seen before (as in no run) is looked up again.
+		if d.fs != nil { // nil in tests that serve no mount
+			d.fs.ForgetCallers()
+		}
+	}
 	d.runEvent(api.EventRunStarted, run)
 	return &api.EmptyResult{}, nil
 }
@@ -129,7 +139,19 @@ func runInfos(ris []agents.RunInfo, keep map[string]bool) []api.RunInfo {
 // rewind takes), and only once the cancelled ones are empty the reset
 // record, swap and invalidation; then the frozen runs are thawed. The
 // target is resolved first, so that a bad one cancels nothing.
+//
+// The cancelled runs are marked in the live tree (CancelRuns) before the
+// reset record is appended: from then on a request of theirs that was
+// still in flight, or one of a process the cancel missed, is refused
+// (ESTALE) instead of journaled after the reset.
+//
+// While it runs, the workspace is the rewind's: another rewind, a restore
+// or a checkpoint gets rewind_in_progress (notRewinding).
 func (d *Daemon) rewind(p api.RewindParams) (*api.RewindResult, error) {
+	if !d.rewinding.CompareAndSwap(0, time.Now().UnixNano()) {
+		return nil, d.notRewinding("rewind")
+	}
+	defer d.rewinding.Store(0)
 	seq, err := rewind.Resolve(d.j, p.Target)
 	if err != nil {
 		return nil, err
@@ -169,6 +191,11 @@ func (d *Daemon) rewindAs(seq uint64, noCancel bool, label string) (*api.RewindR
 				d.log.Warn().Err(err).Msg("rewind")
 			}
 		}()
+		ids := make([]string, len(stopped.Cancelled))
+		for i, ri := range stopped.Cancelled {
+			ids[i] = ri.ID
+		}
+		d.live.CancelRuns(ids)
 		// A run whose processes had all exited is forgotten, not named.
 		was := map[string]bool{}
 		for _, ri := range active {
@@ -186,6 +213,70 @@ func (d *Daemon) rewindAs(seq uint64, noCancel bool, label string) (*api.RewindR
 		d.log.Info().Str("run", ri.ID).Msg("rewind cancelled the run")
 	}
 	return r, nil
+}
+
+// notRewinding refuses what must not run while a rewind holds the
+// workspace: a second rewind (it would stop the runs again and rewind from
+// a state the first is replacing), a restore, or a checkpoint. A
+// checkpoint is refused rather than made to wait: it would otherwise cut,
+// after the swap, the rewound tree under the label its caller meant for
+// the state it saw, which the rewind is abandoning.
+func (d *Daemon) notRewinding(what string) error {
+	since := d.rewinding.Load()
+	if since == 0 {
+		return nil
+	}
+	held := time.Since(time.Unix(0, since)).Round(time.Millisecond)
+	return &api.Error{Code: api.CodeServer,
+		Message: fmt.Sprintf("%s: a rewind has held the workspace for %v; try again once it is done", what, held),
+		Data:    api.ErrorData{Kind: api.KindRewindInProgress, Exit: api.KindRewindInProgress.Exit()}}
+}
+
+// attribute names the run and agent of a FUSE request's thread id, for the
+// journal (fs.Options.Attribute).
+func (d *Daemon) attribute(pid uint32) (run, agent string) {
+	if r := d.runs.RunOfThread(int(pid)); r != nil {
+		return r.ID, r.Agent
+	}
+	return "", ""
+}
+
+// origin names the process behind a control request (its pid from
+// SO_PEERCRED) and its run, for the agent state it saves; the save is
+// refused, under the live lock, if a rewind cancelled that run (the
+// client may have been killed with it after its request was read).
+func (d *Daemon) origin(peer int32) agents.Origin {
+	if peer <= 0 {
+		return agents.Origin{}
+	}
+	o := agents.Origin{Pid: uint32(peer)}
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(int(peer)) + "/comm")
+	o.Comm = strings.TrimSpace(string(b))
+	if run := d.runs.RunOfThread(int(peer)); run != nil {
+		o.Run, o.Agent = run.ID, run.Agent
+		if d.live != nil {
+			o.Check = func() error { return d.live.RefuseRunLocked(run.ID) }
+		}
+	}
+	return o
+}
+
+// onlyRun keeps the records of one run in a log, and the generations that
+// have any (log --run).
+func onlyRun(l *LogResult, run string) {
+	gens := l.Gens[:0]
+	for _, g := range l.Gens {
+		recs := g.Records[:0]
+		for _, rec := range g.Records {
+			if rec.Run == run {
+				recs = append(recs, rec)
+			}
+		}
+		if g.Records = recs; len(recs) > 0 {
+			gens = append(gens, g)
+		}
+	}
+	l.Gens = gens
 }
 
 // callRun answers the run methods of a mounted workspace.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -115,8 +116,8 @@ func TestDispatchRuns(t *testing.T) {
 	if kindOf(err) != api.KindNotMounted {
 		t.Errorf("runs on an unmounted store: %v; want not_mounted", err)
 	}
-	if err := runs.Get(st.ID).Remove(); err != nil {
-		t.Fatal(err)
+	if runs.Get(st.ID) != nil {
+		t.Error("an exited run with no process left is still live after runs listed it")
 	}
 	if err := runs.Close(); err != nil {
 		t.Fatal(err)
@@ -187,5 +188,37 @@ func TestRunEvents(t *testing.T) {
 	}
 	if err := runs.Get(st.ID).Remove(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRewindInProgress: while a rewind holds the workspace, a second
+// rewind (dry too), a restore and a checkpoint get rewind_in_progress with
+// a one-line message, whatever their target; once it is done they are
+// served again.
+func TestRewindInProgress(t *testing.T) {
+	j, err := journal.Open(t.TempDir(), journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	d := &Daemon{j: j, log: zerolog.Nop(), done: make(chan struct{}), svc: &Service{J: j}}
+	d.rewinding.Store(time.Now().Add(-1500 * time.Millisecond).UnixNano())
+	for _, p := range []api.Params{
+		api.RewindParams{Target: "-1"},
+		api.RewindParams{Target: "no-such-label", Dry: true},
+		api.RestoreParams{Path: "src", Target: "-1"},
+		api.CheckpointParams{Label: "turn 2"},
+	} {
+		e := rpc(t, d, p, nil)
+		if e == nil || e.Data.Kind != api.KindRewindInProgress {
+			t.Fatalf("%s during a rewind: %+v, want kind rewind_in_progress", p.Method(), e)
+		}
+		if strings.Contains(e.Message, "\n") || !strings.Contains(e.Message, "a rewind has held the workspace for 1.5") {
+			t.Errorf("%s: message %q", p.Method(), e.Message)
+		}
+	}
+	d.rewinding.Store(0)
+	if e := rpc(t, d, api.RewindParams{Target: "no-such-label", Dry: true}, nil); e == nil || e.Data.Kind != api.KindBadTarget {
+		t.Fatalf("a dry rewind to a bad target with no rewind going: %+v, want bad_target", e)
 	}
 }

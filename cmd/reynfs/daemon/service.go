@@ -111,7 +111,8 @@ func (s *Service) records(path *journal.Path, from, to, head uint64, all bool) (
 		if !all && !path.OnPath(r.Seq, head) {
 			return nil
 		}
-		out = append(out, RecordLine{Seq: r.Seq, Time: time.Unix(0, r.Time), Op: r.Op.String(), What: describe(r), Pid: r.Pid, Comm: r.Comm})
+		out = append(out, RecordLine{Seq: r.Seq, Time: time.Unix(0, r.Time), Op: r.Op.String(), What: describe(r), Pid: r.Pid, Comm: r.Comm,
+			Run: r.Run, Agent: r.Agent})
 		return nil
 	})
 	if errors.Is(err, errDone) {
@@ -291,8 +292,14 @@ func (s *Service) Show(target string) (*RecordLine, *LogEntry, error) {
 
 // AgentSave publishes an agent's runtime state as one record.
 func (s *Service) AgentSave(name string, state []byte) (uint64, error) {
+	return s.AgentSaveFrom(agents.Origin{}, name, state)
+}
+
+// AgentSaveFrom is AgentSave on behalf of o (the process behind the
+// control request, and its run).
+func (s *Service) AgentSaveFrom(o agents.Origin, name string, state []byte) (uint64, error) {
 	if s.RW != nil && s.RW.Agents != nil {
-		seq, _, err := s.RW.Agents.Save(s.J, s.Live, name, state)
+		seq, _, err := s.RW.Agents.SaveFrom(s.J, s.Live, o, name, state)
 		return seq, err
 	}
 	seq, _, err := agents.NewRegistry(nil).Save(s.J, nil, name, state)
