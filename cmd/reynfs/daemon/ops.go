@@ -70,6 +70,17 @@ func (s *Service) serialize() func() {
 // undo undoes (or redoes) the operation the op log names.
 func (s *Service) undo(d *Daemon, redo, noCancel bool) (*api.UndoResult, error) {
 	defer s.serialize()()
+	if d != nil {
+		verb := "undo"
+		if redo {
+			verb = "redo"
+		}
+		release, err := d.hold(verb)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	l, err := rewind.Ops(s.J)
 	if err != nil {
 		return nil, err
@@ -132,6 +143,13 @@ func (s *Service) branchName(p api.BranchNameParams) (*rewind.Name, error) {
 // checkout moves the workspace to a branch's tip, as an operation.
 func (s *Service) checkout(d *Daemon, p api.CheckoutParams) (*api.RewindResult, error) {
 	defer s.serialize()()
+	if d != nil {
+		release, err := d.hold("checkout")
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	seq, ok, err := rewind.ResolveBranch(s.J, p.Name)
 	if err != nil {
 		return nil, err

@@ -148,10 +148,11 @@ func runInfos(ris []agents.RunInfo, keep map[string]bool) []api.RunInfo {
 // While it runs, the workspace is the rewind's: another rewind, a restore
 // or a checkpoint gets rewind_in_progress (notRewinding).
 func (d *Daemon) rewind(p api.RewindParams) (*api.RewindResult, error) {
-	if !d.rewinding.CompareAndSwap(0, time.Now().UnixNano()) {
-		return nil, d.notRewinding("rewind")
+	release, err := d.hold("rewind")
+	if err != nil {
+		return nil, err
 	}
-	defer d.rewinding.Store(0)
+	defer release()
 	seq, err := rewind.Resolve(d.j, p.Target)
 	if err != nil {
 		return nil, err
@@ -159,8 +160,19 @@ func (d *Daemon) rewind(p api.RewindParams) (*api.RewindResult, error) {
 	return d.rewindAs(seq, p.NoCancel, "")
 }
 
+// hold takes the workspace for a rewind, or for an operation that may be
+// one (undo, redo, checkout): what is a rewind underneath must exclude a
+// second one as a plain rewind does. Its caller calls release when done.
+func (d *Daemon) hold(what string) (release func(), err error) {
+	if !d.rewinding.CompareAndSwap(0, time.Now().UnixNano()) {
+		return nil, d.notRewinding(what)
+	}
+	return func() { d.rewinding.Store(0) }, nil
+}
+
 // rewindAs is rewind to seq with the label of its reset record (the
-// operation it is: ops.go's undo, redo and checkout use it).
+// operation it is: ops.go's undo, redo and checkout use it). Its caller
+// holds the workspace (hold).
 func (d *Daemon) rewindAs(seq uint64, noCancel bool, label string) (*api.RewindResult, error) {
 	var active []agents.RunInfo // runs with a process left, keep excluded
 	for _, ri := range d.runs.Active() {
