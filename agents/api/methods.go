@@ -153,6 +153,9 @@ type RewindResult struct {
 	Cancelled []RunInfo `json:"cancelled,omitempty"`
 	Frozen    []RunInfo `json:"frozen,omitempty"`
 	Kept      []RunInfo `json:"kept,omitempty"`
+	// Already: the workspace was in the target state already; nothing
+	// was written and no run was stopped.
+	Already bool `json:"already,omitempty"`
 }
 
 // RestoreParams brings one path back from a state.

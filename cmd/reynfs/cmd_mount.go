@@ -162,8 +162,10 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		// grows the daemon past it; nothing fails at the limit.
 		debug.SetMemoryLimit(daemonMemoryLimit)
 	}
+	logFrom := logSize(sd.Log)
 	d, err := daemon.Start(cfg)
 	if err != nil {
+		err = fusermountCause(err, sd.Log, logFrom)
 		log.Error().Err(err).Msg("mount failed")
 		if created {
 			_ = os.RemoveAll(paths.Store) // a refused first mount leaves nothing behind

@@ -29,6 +29,7 @@ Runs started with 'reynfs run' are stopped first: cancelled (--on-rewind kill, t
 default), frozen across the rewind (freeze) or left alone (keep), and the output names
 them; --no-cancel refuses the rewind (exit 1, runs_active) while such a run is going.
 On an unmounted store the store is rewound and the next mount shows the result.
+A rewind to the state the workspace is already in writes nothing and says so.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -38,7 +39,12 @@ On an unmounted store the store is rewound and the next mount shows the result.
 				return err
 			}
 			if asJSON {
-				return printJSON(resp.Rewind)
+				return printJSON(rewindJSON{Result: resp.Rewind, Already: resp.Already,
+					Cancelled: resp.Cancelled, Frozen: resp.Frozen, Kept: resp.Kept})
+			}
+			if resp.Already {
+				fmt.Printf("already at seq %d: nothing to rewind, nothing written\n", resp.Rewind.Target)
+				return nil
 			}
 			printRewind(resp.Rewind, dry)
 			printRuns("cancelled", resp.Cancelled)
@@ -56,6 +62,17 @@ On an unmounted store the store is rewound and the next mount shows the result.
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
+}
+
+// rewindJSON is what rewind --json prints: the rewind's result (the API's
+// RewindResult.rewind, whose fields scripts read at the top level) and the
+// API result's other fields beside it.
+type rewindJSON struct {
+	*rewind.Result
+	Already   bool          `json:"already,omitempty"`
+	Cancelled []api.RunInfo `json:"cancelled,omitempty"`
+	Frozen    []api.RunInfo `json:"frozen,omitempty"`
+	Kept      []api.RunInfo `json:"kept,omitempty"`
 }
 
 func printRewind(r *rewind.Result, dry bool) {

@@ -158,11 +158,19 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
+		if d != nil || p.Dry {
+			// Offline, the project directory's changes since the unmount
+			// are recorded first: rewindOffline checks after that.
+			if r, err := s.rewindNoOp(p.Target); r != nil || err != nil {
+				return r, err
+			}
+		}
 		if d != nil && !p.Dry {
 			return result(d.rewind(p))
 		}
 		r := &api.RewindResult{}
 		r.Rewind, err = s.Rewind(p.Target, p.Dry)
+		r.Already = err == nil && !p.Dry && r.Rewind.Reset == 0
 		return r, err
 	case api.RestoreParams{}.Method():
 		p, err := params[api.RestoreParams](raw)

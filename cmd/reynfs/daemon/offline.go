@@ -36,6 +36,9 @@ func rewindOffline(j *journal.Journal, seq uint64) (*rewind.Result, error) {
 	if _, err := d.prepare(); err != nil {
 		return nil, err
 	}
+	if already, err := alreadyAt(j, seq); err != nil || already {
+		return &rewind.Result{Target: seq, Changes: []rewind.Change{}}, err
+	}
 	res, err := rewind.RewindStore(j, seq, false)
 	if err != nil {
 		return nil, err
