@@ -37,6 +37,7 @@ var methods = []struct {
 	{RunAttachParams{}, &EmptyResult{}},
 	{RunExitedParams{}, &EmptyResult{}},
 	{RunsParams{}, &RunsResult{}},
+	{VersionParams{}, &VersionResult{}},
 }
 
 // Schema is the JSON schema of the protocol, generated from the Go types:

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/agents/api"
 )
 
 var errUsage = errors.New("usage")
@@ -149,13 +151,16 @@ journal record with a global sequence number and all content is stored once, by 
 ` + exitCodeHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version: the line 'reynfs version' prints for this binary.
+		Version: strings.TrimSpace(formatBuild("reynfs", api.ThisBuild())),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	})
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
 		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(),
-		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand())
+		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand(), newVersionCommand())
 	return root
 }
 

@@ -78,6 +78,8 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		}
 		v, err := api.Negotiate(p.Version)
 		return &api.HelloResult{Version: v, Mounted: d != nil}, err
+	case api.VersionParams{}.Method():
+		return &api.VersionResult{Build: api.ThisBuild()}, nil
 	case api.StatusParams{}.Method():
 		if d == nil {
 			return nil, errNeedsDaemon(method)
