@@ -136,7 +136,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	created := sd.Created || o.newStore
 	var w io.Writer = sd.Log
 	if o.foreground && ready == nil {
-		w = zerolog.MultiLevelWriter(sd.Log, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+		w = zerolog.MultiLevelWriter(sd.Log, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly, NoColor: !colour(os.Stderr)})
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
 	logTightened(log, sd, paths.Store)

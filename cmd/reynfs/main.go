@@ -155,12 +155,11 @@ journal record with a global sequence number and all content is stored once, by 
 		Version: strings.TrimSpace(formatBuild("reynfs", api.ThisBuild())),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
 		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(),
 		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand(), newVersionCommand())
+	unknownSubcommands(root)
 	return root
 }
 

@@ -32,7 +32,7 @@ func fusermountCause(err error, log *os.File, from int64) error {
 	cause := fusermountSaid(log, from)
 	if cause == "" {
 		status, _ := strconv.Atoi(msg[m[2]:m[3]])
-		cause = fmt.Sprintf("fusermount failed (exit status %d) and said nothing", status>>8)
+		cause = fmt.Sprintf("fusermount failed (exit status %d)", status>>8)
 	}
 	return &wrappedMsg{msg: oneLine(msg[:m[0]] + cause + msg[m[1]:]), err: err}
 }
