@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The CLI as people use it (issue 10, "A CLI with git and jj habits").
+
+// cliHead is the head seq, from reynfs log --json.
+func cliHead(t testing.TB, m *Mount) uint64 {
+	t.Helper()
+	r := m.Run("log", "--store", m.Store, "--json")
+	var l struct {
+		Head uint64 `json:"head_seq"`
+	}
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &l) != nil {
+		t.Fatalf("reynfs log --json: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	return l.Head
+}
+
+// TestCLISeqOne: seq 1, the store's first record (its import), is a
+// retained state like any other: diff, export, the seq/1 view and a
+// rewind to it work (they failed with "store holds no generation to start
+// from").
+func TestCLISeqOne(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("first"), 0o644)
+	m := mountProject(t, dir)
+	writeFile(t, filepath.Join(m.Dir, "later"), []byte("x"), 0o644)
+	if r := m.Run("checkpoint", "--store", m.Store, "-m", "later"); r.Code != 0 {
+		t.Fatalf("checkpoint: exit %d: %s", r.Code, r.Stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.Dir, ".reynfs", "seq", "1", "a")); err != nil || string(b) != "first" {
+		t.Errorf(".reynfs/seq/1/a: %q, %v", b, err)
+	}
+	if r := m.Run("diff", "--store", m.Store, "1"); r.Code != 0 || !strings.Contains(r.Stdout, "later") {
+		t.Errorf("diff 1: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	out := filepath.Join(t.TempDir(), "at1")
+	if r := m.Run("export", "--store", m.Store, "1", out); r.Code != 0 {
+		t.Errorf("export 1: exit %d: %s", r.Code, r.Stderr)
+	} else if _, err := os.Stat(filepath.Join(out, "later")); !os.IsNotExist(err) {
+		t.Errorf("export 1 has 'later': %v", err)
+	}
+	if r := m.Run("rewind", "--store", m.Store, "1"); r.Code != 0 {
+		t.Fatalf("rewind 1: exit %d: %s", r.Code, r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(m.Dir, "later")); !os.IsNotExist(err) {
+		t.Errorf("after rewind 1, 'later' is still there: %v", err)
+	}
+}
+
+// TestCLINoOpRewind: a rewind to the state the workspace is in already
+// writes nothing and says so (exit 0); with --json, "already": true.
+func TestCLINoOpRewind(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("0"), 0o644)
+	m := mountProject(t, dir)
+	writeFile(t, filepath.Join(m.Dir, "a"), []byte("1"), 0o644)
+	if r := m.Run("checkpoint", "--store", m.Store, "-m", "one"); r.Code != 0 {
+		t.Fatalf("checkpoint: exit %d: %s", r.Code, r.Stderr)
+	}
+	head := cliHead(t, m)
+	r := m.Run("rewind", "--store", m.Store, "one")
+	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "already at seq ") {
+		t.Errorf("rewind to the current state: exit %d: %q %s; want 'already at seq …'", r.Code, r.Stdout, r.Stderr)
+	}
+	r = m.Run("rewind", "--store", m.Store, "--json", "one")
+	var res struct {
+		Already bool   `json:"already"`
+		Reset   uint64 `json:"reset_seq"`
+	}
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &res) != nil || !res.Already || res.Reset != 0 {
+		t.Errorf("rewind --json to the current state: exit %d: %s%s; want already true, no reset record", r.Code, r.Stdout, r.Stderr)
+	}
+	if h := cliHead(t, m); h != head {
+		t.Errorf("no-op rewinds wrote records: head %d -> %d", head, h)
+	}
+	// A change since, even one not yet journaled, makes it a real rewind.
+	writeFile(t, filepath.Join(m.Dir, "a"), []byte("2"), 0o644)
+	if r := m.Run("rewind", "--store", m.Store, "one"); r.Code != 0 || strings.HasPrefix(r.Stdout, "already") {
+		t.Errorf("rewind after a change: exit %d: %q %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.Dir, "a")); string(b) != "1" {
+		t.Errorf("after the rewind a is %q, want 1", b)
+	}
+}
+
+// TestCLIUnknownCommand: an unknown command or flag exits 2 with one line
+// naming the nearest command or flag; no colour reaches a pipe.
+func TestCLIUnknownCommand(t *testing.T) {
+	env := testEnv(t)
+	for args, want := range map[string]string{
+		"lgo":         "did you mean gc or log?",
+		"agent shw":   "did you mean show?",
+		"log --jsn":   "did you mean --json?",
+		"rewnid 3":    "did you mean rewind?",
+		"api schemaa": "did you mean schema?",
+	} {
+		r := runReynfs(env, strings.Fields(args)...)
+		if r.Code != 2 || r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, want) || strings.Contains(r.Stderr, "\x1b") {
+			t.Errorf("reynfs %s: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", args, r.Code, r.Stdout, r.Stderr, want)
+		}
+	}
+	r := runReynfs(env, "--version")
+	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "reynfs ") || !strings.Contains(r.Stdout, "store format ") || !strings.Contains(r.Stdout, "API 1.") {
+		t.Errorf("reynfs --version: exit %d: %q %s", r.Code, r.Stdout, r.Stderr)
+	}
+	r = runReynfs(env, "version", "--json")
+	var v struct {
+		Go          string `json:"go"`
+		StoreFormat int    `json:"store_format"`
+		Protocol    string `json:"protocol"`
+	}
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &v) != nil || v.Go == "" || v.StoreFormat == 0 || v.Protocol == "" {
+		t.Errorf("reynfs version --json: exit %d: %q %s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// TestCLIFusermountError: a mount that fusermount refuses (user nobody
+// mounting on a directory of root's) names fusermount's own message, not
+// go-fuse's "fusermount exited with code 256".
+func TestCLIFusermountError(t *testing.T) {
+	requireNobody(t)
+	requireTool(t, "fusermount3")
+	traversable(t, filepath.Dir(reynfsBin))
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("x"), 0o644)
+	traversable(t, dir)
+	home := t.TempDir()
+	traversable(t, home)
+	if err := os.Chown(home, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if isMounted(dir) {
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		reynfsBin, "mount", dir, "--store", filepath.Join(home, "store"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_DATA_HOME=" + home}
+	cmd.Dir = "/"
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("mount as nobody on root's directory succeeded: %s", out)
+	}
+	msg := string(out)
+	if !strings.Contains(msg, "fusermount3: ") || strings.Contains(msg, "exited with code") || strings.Count(msg, "\n") != 1 {
+		t.Errorf("mount refused by fusermount: %v: %q; want one line with fusermount3's own message", err, msg)
+	}
+}
