@@ -70,6 +70,10 @@ func TestCLINoOpRewind(t *testing.T) {
 		t.Fatalf("checkpoint: exit %d: %s", r.Code, r.Stderr)
 	}
 	head := cliHead(t, m)
+	// A bad target is still bad input, and the daemon still serves.
+	if r := m.Run("rewind", "--store", m.Store, "nope"); r.Code != 2 || !strings.Contains(r.Stderr, "bad target") {
+		t.Errorf("rewind nope: exit %d: %s; want exit 2, bad target", r.Code, r.Stderr)
+	}
 	r := m.Run("rewind", "--store", m.Store, "one")
 	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "already at seq ") {
 		t.Errorf("rewind to the current state: exit %d: %q %s; want 'already at seq …'", r.Code, r.Stdout, r.Stderr)

@@ -163,8 +163,12 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if d != nil || p.Dry {
 			// Offline, the project directory's changes since the unmount
 			// are recorded first: rewindOffline checks after that.
-			if r, err := s.rewindNoOp(p.Target); r != nil || err != nil {
-				return r, err
+			r, err := s.rewindNoOp(p.Target)
+			if err != nil {
+				return nil, err // a nil *RewindResult in the interface would not be nil
+			}
+			if r != nil {
+				return r, nil
 			}
 		}
 		if d != nil && !p.Dry {
@@ -298,14 +302,21 @@ func toError(err error) *api.Error {
 
 // remoteError is an error the daemon answered: its message as sent, and
 // the sentinel of its kind, so the CLI exits as it would have for the
-// same error in-process.
+// same error in-process; the answer itself stays in the chain, so that
+// api.KindOf still names its kind (runs_active has no sentinel).
 type remoteError struct {
 	msg  string
 	kind error
+	e    *api.Error
 }
 
 func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.kind }
+func (e *remoteError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.e}
+	}
+	return []error{e.kind, e.e}
+}
 
 // ErrorOf rebuilds an error answered by the control API with the sentinel
 // of its kind; any other error is returned as it is.
@@ -325,7 +336,7 @@ func ErrorOf(err error) error {
 		if !strings.HasPrefix(msg, ErrDenied.Error()) {
 			msg = ErrDenied.Error() + ": " + msg
 		}
-		return &remoteError{msg: msg, kind: ErrDenied}
+		return &remoteError{msg: msg, kind: ErrDenied, e: e}
 	case api.KindStoreLocked:
 		sentinel = journal.ErrLocked
 	case api.KindStoreCorrupt:
@@ -334,10 +345,8 @@ func ErrorOf(err error) error {
 		sentinel = ErrStale
 	case api.KindNotMounted:
 		sentinel = ErrNotRunning
-	default:
-		return errors.New(e.Message)
 	}
-	return &remoteError{msg: e.Message, kind: sentinel}
+	return &remoteError{msg: e.Message, kind: sentinel, e: e}
 }
 
 // Serve answers one call on a store no daemon holds (the CLI's offline
