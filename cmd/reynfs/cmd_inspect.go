@@ -82,6 +82,7 @@ func newShowCommand() *cobra.Command {
 func newExportCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "export X DIR",
 		Short: "Materialize a retained point as an ordinary directory",
@@ -96,11 +97,15 @@ func newExportCommand() *cobra.Command {
 			if err := call(cmd.Context(), o, dir, api.ExportParams{Target: args[0], Dir: dest}, &resp); err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(api.ExportInfo{SeqResult: resp, Dir: dest})
+			}
 			fmt.Printf("exported seq %d to %s\n", resp.Seq, dest)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/fs"
 )
@@ -32,6 +33,7 @@ type mountOptions struct {
 	viewsSet   bool // --views-name given; else the store's remembered name
 	private    bool
 	privateSet bool // --private-history given (true or false); else the store's remembered choice
+	asJSON     bool
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -42,6 +44,7 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	f.StringVar(&o.viewsName, "views-name", "", "name the read-only history views `NAME` in the mount root, for a project with its own .reynfs (default .reynfs; remembered for later mounts)")
 	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views (remembered for later mounts; --private-history=false turns it off)")
+	f.BoolVar(&o.asJSON, "json", false, "print where it is mounted as JSON (no progress line)")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
 	f.BoolVar(&o.newStore, "new-store", false, "")
@@ -149,7 +152,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		cfg.Progress = throttle(func(files int, bytes int64) {
 			fmt.Fprintf(ready, "progress %d %d\n", files, bytes)
 		})
-	case term.IsTerminal(int(os.Stderr.Fd())):
+	case term.IsTerminal(int(os.Stderr.Fd())) && !o.asJSON:
 		cfg.Progress = throttle(printProgress)
 	}
 	cfg.Warn = func(s string) { fmt.Fprintln(os.Stderr, "reynfs: warning: "+s) }
@@ -183,6 +186,8 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	if ready != nil {
 		fmt.Fprintln(ready, "ready")
 		ready.Close()
+	} else if o.asJSON {
+		_ = printJSON(api.MountInfo{Mounted: true, Dir: paths.Dir, Mountpoint: paths.Mountpoint, Store: paths.Store})
 	} else {
 		fmt.Fprintf(os.Stderr, "reynfs: mounted %s at %s (store %s)\n", paths.Dir, paths.Mountpoint, paths.Store)
 	}
@@ -263,7 +268,7 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 		}
 	})
 	defer forward()
-	showProgress := term.IsTerminal(int(os.Stderr.Fd()))
+	showProgress := term.IsTerminal(int(os.Stderr.Fd())) && !o.asJSON
 	var failure string
 	code := exitFailure
 	sc := bufio.NewScanner(r)
@@ -279,6 +284,9 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 				// unmounts again; say so once it has.
 				<-exited
 				return interrupted(ctx, fmt.Errorf("mount interrupted as it became ready: unmounted again, %s holds the tree", paths.Dir))
+			}
+			if o.asJSON {
+				return printJSON(api.MountInfo{Mounted: true, Dir: paths.Dir, Mountpoint: paths.Mountpoint, Store: paths.Store})
 			}
 			fmt.Printf("mounted %s at %s\n", paths.Dir, paths.Mountpoint)
 			return nil

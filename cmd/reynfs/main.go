@@ -45,8 +45,16 @@ func run(args []string) int {
 	args = relativeTargets(args)
 	root.SetArgs(args)
 	done := make(chan error, 1)
-	go func() { done <- guard(func() error { return root.ExecuteContext(ctx) }) }()
+	var ran *cobra.Command // the command that ran, once done has answered
+	go func() {
+		done <- guard(func() error {
+			var err error
+			ran, err = root.ExecuteContextC(ctx)
+			return err
+		})
+	}()
 	var err error
+	finished := true // ran may be read
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -57,11 +65,15 @@ func run(args []string) int {
 		select {
 		case err = <-done:
 		case <-grace:
-			err = errors.New("gave up waiting")
+			err, finished = errors.New("gave up waiting"), false
 		}
 	}
 	if err != nil && ctx.Err() != nil {
 		err = interrupted(ctx, err)
+	}
+	if err != nil && finished && ran != nil && wantsJSON(ran) {
+		printJSONError(os.Stderr, err)
+		return exitCode(err)
 	}
 	if err != nil {
 		// One line per line of the error (a write-back names one path a line).

@@ -165,3 +165,78 @@ func TestCLIFusermountError(t *testing.T) {
 		t.Errorf("mount refused by fusermount: %v: %q; want one line with fusermount3's own message", err, msg)
 	}
 }
+
+// TestCLIJSON: mount, checkpoint, agent save/show, export and unmount
+// print one JSON object with --json; a failure under --json is one JSON
+// line on stderr with its kind and the usual exit code.
+func TestCLIJSON(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("0"), 0o644)
+	m := &Mount{t: t, Dir: dir, Store: filepath.Join(t.TempDir(), "store"), env: testEnv(t)}
+	t.Cleanup(m.cleanup)
+	one := func(what string, r Result, v any) {
+		t.Helper()
+		if r.Code != 0 {
+			t.Fatalf("%s: exit %d: %s%s", what, r.Code, r.Stdout, r.Stderr)
+		}
+		dec := json.NewDecoder(strings.NewReader(r.Stdout))
+		if err := dec.Decode(v); err != nil || dec.More() {
+			t.Fatalf("%s: not one JSON object (%v): %q", what, err, r.Stdout)
+		}
+	}
+	var mi struct {
+		Mounted    bool   `json:"mounted"`
+		Mountpoint string `json:"mountpoint"`
+		Store      string `json:"store"`
+	}
+	one("mount --json", m.Run("mount", dir, "--store", m.Store, "--json"), &mi)
+	m.pid = m.Pid()
+	if !mi.Mounted || mi.Mountpoint != dir || mi.Store != m.Store {
+		t.Errorf("mount --json: %+v", mi)
+	}
+	var cp struct {
+		Gen struct {
+			ID    int    `json:"id"`
+			Label string `json:"label"`
+		} `json:"generation"`
+	}
+	one("checkpoint --json", m.Run("checkpoint", "--store", m.Store, "-m", "cp", "--json"), &cp)
+	if cp.Gen.ID < 2 || cp.Gen.Label != "cp" {
+		t.Errorf("checkpoint --json: %+v", cp)
+	}
+	var seq struct {
+		Seq uint64 `json:"seq"`
+		Dir string `json:"dir"`
+	}
+	one("agent save --json", m.Run("agent", "save", "--store", m.Store, "coder", filepath.Join(dir, "a"), "--json"), &seq)
+	var show struct {
+		Data []byte `json:"data"`
+	}
+	one("agent show --json", m.Run("agent", "show", "--store", m.Store, "coder", "--json"), &show)
+	if string(show.Data) != "0" {
+		t.Errorf("agent show --json: data %q", show.Data)
+	}
+	out := filepath.Join(t.TempDir(), "x")
+	one("export --json", m.Run("export", "--store", m.Store, "cp", out, "--json"), &seq)
+	if seq.Seq == 0 || seq.Dir != out {
+		t.Errorf("export --json: %+v", seq)
+	}
+	r := m.Run("rewind", "--store", m.Store, "nope", "--json")
+	var e struct {
+		Error struct {
+			Kind    string `json:"kind"`
+			Message string `json:"message"`
+			Exit    int    `json:"exit"`
+		} `json:"error"`
+	}
+	if r.Code != 2 || r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 || json.Unmarshal([]byte(r.Stderr), &e) != nil ||
+		e.Error.Kind != "bad_target" || e.Error.Exit != 2 || !strings.Contains(e.Error.Message, "nope") {
+		t.Errorf("rewind nope --json: exit %d, stdout %q, stderr %q; want exit 2 and one JSON error line of kind bad_target", r.Code, r.Stdout, r.Stderr)
+	}
+	one("unmount --json", m.Run("unmount", dir, "--store", m.Store, "--json"), &mi)
+	m.waitDaemonGone()
+	if mi.Mounted || mi.Mountpoint != dir || isMounted(dir) {
+		t.Errorf("unmount --json: %+v, still mounted %v", mi, isMounted(dir))
+	}
+}
