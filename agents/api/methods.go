@@ -73,6 +73,12 @@ type EmptyResult struct{ Reply }
 type LogParams struct {
 	All bool `json:"all,omitempty"` // include abandoned branches
 	WAL bool `json:"wal,omitempty"` // include each generation's records
+	// Paths keeps the generations (and records) that changed one of these
+	// paths, relative to the workspace root, a directory with everything
+	// below it; Exclude drops the paths a glob matches (whole, by base
+	// name, or a directory above them). Counts are of the kept changes.
+	Paths   []string `json:"paths,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 func (LogParams) Method() string { return "log" }
@@ -89,6 +95,9 @@ type DiffParams struct {
 	Target string `json:"target"`
 	Other  string `json:"other,omitempty"`
 	Patch  bool   `json:"patch,omitempty"` // also a unified diff of the files
+	// Paths and Exclude keep some of the changes, as in LogParams.
+	Paths   []string `json:"paths,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 func (DiffParams) Method() string { return "diff" }
@@ -283,6 +292,9 @@ type RecordLine struct {
 	Time time.Time `json:"time"`
 	Op   string    `json:"op"`
 	What string    `json:"what"`
+	// Paths are the paths the record touched, relative to the workspace
+	// root (log --wal; a rename names the old and the new).
+	Paths []string `json:"paths,omitempty"`
 	Pid  uint32    `json:"pid,omitempty"`
 	Comm string    `json:"comm,omitempty"`
 }

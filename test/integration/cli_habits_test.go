@@ -240,3 +240,111 @@ func TestCLIJSON(t *testing.T) {
 		t.Errorf("unmount --json: %+v, still mounted %v", mi, isMounted(dir))
 	}
 }
+
+// TestCLILogPaths: log -- PATH keeps the generations that changed PATH
+// (a directory with everything below it, relative to the current
+// directory inside the mount), --exclude drops paths, log --wal names
+// paths instead of inode numbers, diff A -- PATH keeps those changes, and
+// a generation's counts are its net change (an editor's write-and-rename
+// is one modified file, not an add and a remove).
+func TestCLILogPaths(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "src", "a.go"), []byte("a\n"), 0o644)
+	writeFile(t, filepath.Join(dir, "docs", "r.md"), []byte("r\n"), 0o644)
+	m := mountProject(t, dir)
+	checkpoint := func(label string) {
+		t.Helper()
+		if r := m.Run("checkpoint", "--store", m.Store, "-m", label); r.Code != 0 {
+			t.Fatalf("checkpoint %s: exit %d: %s", label, r.Code, r.Stderr)
+		}
+	}
+	writeFile(t, filepath.Join(m.Dir, "src", "a.go"), []byte("b\n"), 0o644)
+	checkpoint("src1")
+	writeFile(t, filepath.Join(m.Dir, "docs", "new.md"), []byte("n\n"), 0o644)
+	writeFile(t, filepath.Join(m.Dir, "docs", "x.log"), []byte("l\n"), 0o644)
+	checkpoint("docs1")
+	sh(t, m.Dir, nil, "printf 'c\\n' > src/.a.go.tmp && mv src/.a.go.tmp src/a.go && mkdir src/sub && echo z > src/sub/z.go")
+	checkpoint("src2")
+
+	type gen struct {
+		Label   string `json:"label"`
+		Changed struct {
+			Added, Modified, Removed int
+		} `json:"changed"`
+		Records []struct {
+			Op    string   `json:"op"`
+			What  string   `json:"what"`
+			Paths []string `json:"paths"`
+		} `json:"records"`
+	}
+	logOf := func(cwd string, args ...string) []gen {
+		t.Helper()
+		r := runIn(t, m, cwd, append([]string{"log", "--store", m.Store, "--json"}, args...)...)
+		var l struct {
+			Gens []gen `json:"generations"`
+		}
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &l) != nil {
+			t.Fatalf("log %q: exit %d: %s%s", args, r.Code, r.Stdout, r.Stderr)
+		}
+		return l.Gens
+	}
+	labels := func(gs []gen) string {
+		var out []string
+		for _, g := range gs {
+			out = append(out, g.Label)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := labels(logOf("/", "--", "src/")); got != "src2,src1" {
+		t.Errorf("log -- src/: %s, want src2,src1", got)
+	}
+	if got := labels(logOf(filepath.Join(m.Dir, "src"), "--", "sub")); got != "src2" {
+		t.Errorf("log -- sub (in src/): %s, want src2", got)
+	}
+	if got := labels(logOf("/", "--exclude", "*.md", "--", "docs")); got != "docs1" {
+		t.Errorf("log --exclude '*.md' -- docs: %s, want docs1", got)
+	}
+	all := logOf("/")
+	if len(all) < 4 || all[0].Label != "src2" || all[0].Changed.Added != 2 || all[0].Changed.Modified != 1 || all[0].Changed.Removed != 0 {
+		t.Errorf("log: src2 counts %+v, want +2 (src/sub, src/sub/z.go) ~1 (src/a.go, written and renamed over) -0", all[0].Changed)
+	}
+	wal := logOf("/", "--wal", "--", "src/sub")
+	var named []string
+	for _, g := range wal {
+		for _, r := range g.Records {
+			named = append(named, strings.Join(r.Paths, ">"))
+			if strings.Contains(r.What, "inode") {
+				t.Errorf("log --wal: %s %q names an inode", r.Op, r.What)
+			}
+		}
+	}
+	if got := strings.Join(named, " "); !strings.HasPrefix(got, "src/sub src/sub/z.go src/sub/z.go") {
+		t.Errorf("log --wal -- src/sub: record paths %q, want src/sub, then src/sub/z.go (create, write)", got)
+	}
+	r := m.Run("diff", "--store", m.Store, "src1", "--", "docs")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "docs/new.md") || strings.Contains(r.Stdout, "src/") {
+		t.Errorf("diff src1 -- docs: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := m.Run("log", "--store", m.Store, "stray"); r.Code != 2 {
+		t.Errorf("log stray: exit %d, want 2 (paths go after --)", r.Code)
+	}
+}
+
+// runIn runs reynfs in directory cwd.
+func runIn(t testing.TB, m *Mount, cwd string, args ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, reynfsBin, args...)
+	cmd.Env, cmd.Dir = m.env, cwd
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := Result{Stdout: so.String(), Stderr: se.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.Code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("reynfs %q: %v", args, err)
+	}
+	return r
+}

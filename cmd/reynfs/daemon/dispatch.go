@@ -129,7 +129,7 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 		if err != nil {
 			return nil, err
 		}
-		l, err := s.Log(p.All, p.WAL)
+		l, err := s.LogOf(p)
 		return &api.LogReply{Log: l}, err
 	case api.DiffParams{}.Method():
 		p, err := params[api.DiffParams](raw)
@@ -137,7 +137,7 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 			return nil, err
 		}
 		r := &api.DiffResult{}
-		r.Changes, r.Patch, err = s.Diff(p.Target, p.Other, p.Patch)
+		r.Changes, r.Patch, err = s.DiffOf(p)
 		return r, err
 	case api.ShowParams{}.Method():
 		p, err := params[api.ShowParams](raw)
