@@ -295,8 +295,8 @@ type RecordLine struct {
 	// Paths are the paths the record touched, relative to the workspace
 	// root (log --wal; a rename names the old and the new).
 	Paths []string `json:"paths,omitempty"`
-	Pid  uint32    `json:"pid,omitempty"`
-	Comm string    `json:"comm,omitempty"`
+	Pid   uint32   `json:"pid,omitempty"`
+	Comm  string   `json:"comm,omitempty"`
 }
 
 // Branch is an abandoned segment: records Seqs From..To left by the reset at Reset.
