@@ -171,14 +171,20 @@ type RewindResult struct {
 type RestoreParams struct {
 	Path   string `json:"path"` // below the workspace root
 	Target string `json:"target"`
+	// Dry only says what would change (Changes), writing nothing.
+	Dry bool `json:"dry,omitempty"`
 }
 
-func (RestoreParams) Method() string { return "restore" }
+func (RestoreParams) Method() string   { return "restore" }
+func (p RestoreParams) readOnly() bool { return p.Dry }
 
 // RestoreResult says what was restored.
 type RestoreResult struct {
 	Reply
 	Restore *rewind.RestoreResult `json:"restore"`
+	// Changes are what the restore changes (or, dry, would change) below
+	// its path, from the live tree to the target's: set on a dry run.
+	Changes []rewind.Change `json:"changes,omitempty"`
 }
 
 // GCParams drops history older than the Keep newest generations.

@@ -108,7 +108,10 @@ func newExportCommand() *cobra.Command {
 				return err
 			}
 			var resp api.SeqResult
-			if err := call(cmd.Context(), o, dir, api.ExportParams{Target: args[0], Dir: dest}, &resp); err != nil {
+			err = busy(!asJSON, "exporting "+args[0], func() error {
+				return call(cmd.Context(), o, dir, api.ExportParams{Target: args[0], Dir: dest}, &resp)
+			})
+			if err != nil {
 				return err
 			}
 			if asJSON {

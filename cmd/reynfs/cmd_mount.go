@@ -16,7 +16,6 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
@@ -152,8 +151,10 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		cfg.Progress = throttle(func(files int, bytes int64) {
 			fmt.Fprintf(ready, "progress %d %d\n", files, bytes)
 		})
-	case term.IsTerminal(int(os.Stderr.Fd())) && !o.asJSON:
-		cfg.Progress = throttle(printProgress)
+	case interactive() && !o.asJSON:
+		bar := newImportBar()
+		defer bar.done() // also when the mount fails
+		cfg.Progress = bar.update
 	}
 	cfg.Warn = func(s string) { fmt.Fprintln(os.Stderr, "reynfs: warning: "+s) }
 	if ready != nil {
@@ -268,7 +269,17 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 		}
 	})
 	defer forward()
-	showProgress := term.IsTerminal(int(os.Stderr.Fd())) && !o.asJSON
+	var bar *importBar // the import's progress, on a terminal only
+	if interactive() && !o.asJSON {
+		bar = newImportBar()
+	}
+	clearBar := func() {
+		if bar != nil {
+			bar.done()
+			bar = nil
+		}
+	}
+	defer clearBar()
 	var failure string
 	code := exitFailure
 	sc := bufio.NewScanner(r)
@@ -276,9 +287,7 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 		line := sc.Text()
 		switch {
 		case line == "ready":
-			if showProgress {
-				fmt.Fprint(os.Stderr, "\r\033[K")
-			}
+			clearBar()
 			if !forward() {
 				// The signal reached the daemon as it became ready: it
 				// unmounts again; say so once it has.
@@ -293,10 +302,13 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 		case strings.HasPrefix(line, "progress "):
 			var files int
 			var bytes int64
-			if _, err := fmt.Sscanf(line, "progress %d %d", &files, &bytes); err == nil && showProgress {
-				printProgress(files, bytes)
+			if _, err := fmt.Sscanf(line, "progress %d %d", &files, &bytes); err == nil && bar != nil {
+				bar.update(files, bytes)
 			}
 		case strings.HasPrefix(line, "warn "):
+			if bar != nil {
+				_ = bar.bar.Clear() // drawn again at the next update
+			}
 			fmt.Fprintln(os.Stderr, "reynfs: warning: "+strings.TrimPrefix(line, "warn "))
 		case strings.HasPrefix(line, "error "):
 			failure = strings.TrimPrefix(line, "error ")
@@ -304,9 +316,7 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 			fmt.Sscanf(line, "code %d", &code)
 		}
 	}
-	if showProgress {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	clearBar()
 	if failure == "" {
 		failure = "daemon exited before the mount was ready; see " + daemon.LogPath(paths.Store)
 	}
@@ -334,10 +344,6 @@ type codedError struct {
 }
 
 func (e *codedError) Error() string { return e.msg }
-
-func printProgress(files int, bytes int64) {
-	fmt.Fprintf(os.Stderr, "\r\033[Kimporting: %d files, %.1f MiB", files, float64(bytes)/(1<<20))
-}
 
 // throttle calls f at most ten times a second.
 func throttle(f func(int, int64)) func(int, int64) {

@@ -348,3 +348,52 @@ func runIn(t testing.TB, m *Mount, cwd string, args ...string) Result {
 	}
 	return r
 }
+
+// TestCLIRestoreDryRun: restore --dry-run lists what would change below
+// the path and changes nothing; no progress indicator reaches a pipe.
+func TestCLIRestoreDryRun(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "src", "a.go"), []byte("a\n"), 0o644)
+	writeFile(t, filepath.Join(dir, "other"), []byte("o\n"), 0o644)
+	m := mountProject(t, dir)
+	if r := m.Run("checkpoint", "--store", m.Store, "-m", "base"); r.Code != 0 {
+		t.Fatalf("checkpoint: exit %d: %s", r.Code, r.Stderr)
+	}
+	writeFile(t, filepath.Join(m.Dir, "src", "a.go"), []byte("changed\n"), 0o644)
+	writeFile(t, filepath.Join(m.Dir, "src", "new.go"), []byte("n\n"), 0o644)
+	writeFile(t, filepath.Join(m.Dir, "other"), []byte("x\n"), 0o644)
+	head := cliHead(t, m)
+	r := m.Run("restore", filepath.Join(m.Dir, "src"), "--from", "base", "--dry-run")
+	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "would restore src from seq ") ||
+		!strings.Contains(r.Stdout, "modified src/a.go") || !strings.Contains(r.Stdout, "removed  src/new.go") ||
+		strings.Contains(r.Stdout, "other") || r.Stderr != "" {
+		t.Errorf("restore src --dry-run: exit %d:\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	r = m.Run("restore", filepath.Join(m.Dir, "src"), "--from", "base", "--dry-run", "--json")
+	var res struct {
+		Dry     bool `json:"dry"`
+		Changes []struct {
+			Path string `json:"path"`
+			Kind string `json:"kind"`
+		} `json:"changes"`
+	}
+	kinds := map[string]string{}
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &res) != nil || !res.Dry {
+		t.Errorf("restore --dry-run --json: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for _, c := range res.Changes {
+		kinds[c.Path] = c.Kind
+	}
+	if kinds["src/a.go"] != "modified" || kinds["src/new.go"] != "removed" || kinds["other"] != "" {
+		t.Errorf("restore --dry-run --json: changes %v; want src/a.go modified, src/new.go removed, nothing else outside src", kinds)
+	}
+	if r := m.Run("restore", filepath.Join(m.Dir, "src", "nope"), "--from", "base", "--dry-run"); r.Code != 2 {
+		t.Errorf("restore of a path absent at the target --dry-run: exit %d: %s", r.Code, r.Stderr)
+	}
+	if h := cliHead(t, m); h != head {
+		t.Errorf("dry runs wrote records: head %d -> %d", head, h)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.Dir, "src", "a.go")); string(b) != "changed\n" {
+		t.Errorf("a dry run changed src/a.go: %q", b)
+	}
+}

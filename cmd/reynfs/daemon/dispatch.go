@@ -184,6 +184,10 @@ func call(s *Service, d *Daemon, method string, raw json.RawMessage) (api.Result
 			return nil, err
 		}
 		r := &api.RestoreResult{}
+		if p.Dry {
+			r.Restore, r.Changes, err = s.RestoreDry(p.Path, p.Target)
+			return r, err
+		}
 		r.Restore, err = s.Restore(p.Path, p.Target)
 		return r, err
 	case api.GCParams{}.Method():
