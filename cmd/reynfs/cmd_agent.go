@@ -76,6 +76,7 @@ NAME' prints the state NAME had saved at X.
 		},
 	}
 	show.Flags().StringVar(&at, "at", "", "a past point: seq, gN, -N or label")
+	_ = show.RegisterFlagCompletionFunc("at", flagTargetCompleter(&o, &dir))
 	var listAt string
 	list := &cobra.Command{
 		Use:   "list [--at TARGET]",
@@ -96,6 +97,7 @@ NAME' prints the state NAME had saved at X.
 		},
 	}
 	list.Flags().StringVar(&listAt, "at", "", "a past point: seq, gN, -N or label")
+	_ = list.RegisterFlagCompletionFunc("at", flagTargetCompleter(&o, &dir))
 	cmd.AddCommand(save, show, list)
 	return cmd
 }

@@ -53,6 +53,7 @@ After "--", PATHs keep only the changes to them (a directory with everything bel
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.ValidArgsFunction = targetCompleter(&o, &dir, 2)
 	cmd.Flags().BoolVarP(&patch, "patch", "p", false, "print a unified diff of the changed files")
 	cmd.Flags().StringArrayVar(&exclude, "exclude", nil, "leave out paths matching `GLOB` (repeatable)")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
@@ -87,6 +88,7 @@ func newShowCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = targetCompleter(&o, &dir, 1)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
@@ -121,6 +123,7 @@ func newExportCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = targetCompleter(&o, &dir, 1)
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

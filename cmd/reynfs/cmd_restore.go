@@ -65,6 +65,8 @@ change below PATH (A added back, M changed, D removed) and changes nothing.
 	cmd.Flags().StringVar(&from, "from", "", "the past point: seq, gN, -N or label")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would change, change nothing")
+	here := "." // completion: the workspace around the current directory
+	_ = cmd.RegisterFlagCompletionFunc("from", flagTargetCompleter(&storeOptions{}, &here))
 	return cmd
 }
 

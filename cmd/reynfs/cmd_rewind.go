@@ -56,6 +56,7 @@ A rewind to the state the workspace is already in writes nothing and says so.
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = targetCompleter(&o, &dir, 1)
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would change, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&noCancel, "no-cancel", false, "refuse (runs_active) rather than cancel or freeze runs still going")

@@ -397,3 +397,30 @@ func TestCLIRestoreDryRun(t *testing.T) {
 		t.Errorf("a dry run changed src/a.go: %q", b)
 	}
 }
+
+// TestCLICompletion: the shell's completion of a target (cobra's
+// __complete, as bash and zsh call it) offers the workspace's generation
+// ids and labels, asked through the API.
+func TestCLICompletion(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("0"), 0o644)
+	m := mountProject(t, dir)
+	if r := m.Run("checkpoint", "--store", m.Store, "-m", "before-refactor"); r.Code != 0 {
+		t.Fatalf("checkpoint: exit %d: %s", r.Code, r.Stderr)
+	}
+	for _, args := range [][]string{
+		{"__complete", "rewind", "--store", m.Store, "be"},
+		{"__complete", "diff", "--store", m.Store, "g1", "be"},
+		{"__complete", "show", "--store", m.Store, "be"},
+		{"__complete", "export", "--store", m.Store, "be"},
+	} {
+		r := runIn(t, m, m.Dir, args...)
+		if r.Code != 0 || !strings.HasPrefix(r.Stdout, "before-refactor\tg2") {
+			t.Errorf("reynfs %q: exit %d: %q %s", args, r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	r := runIn(t, m, m.Dir, "__complete", "restore", "a", "--from", "g")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "g1\t") || !strings.Contains(r.Stdout, "g2\t") {
+		t.Errorf("reynfs __complete restore a --from g: exit %d: %q %s", r.Code, r.Stdout, r.Stderr)
+	}
+}
