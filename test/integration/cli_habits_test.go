@@ -424,3 +424,20 @@ func TestCLICompletion(t *testing.T) {
 		t.Errorf("reynfs __complete restore a --from g: exit %d: %q %s", r.Code, r.Stdout, r.Stderr)
 	}
 }
+
+// cliJSONLine checks a failure under --json: exit want, nothing on
+// stdout, one JSON line {"error":{kind,message,exit}} on stderr.
+func cliJSONLine(t testing.TB, r Result, want int, what string) {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Kind    string `json:"kind"`
+			Message string `json:"message"`
+			Exit    int    `json:"exit"`
+		} `json:"error"`
+	}
+	if r.Code != want || r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 || json.Unmarshal([]byte(r.Stderr), &e) != nil ||
+		e.Error.Kind == "" || e.Error.Message == "" || e.Error.Exit != want {
+		t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, nothing on stdout, one JSON error line on stderr", what, r.Code, r.Stdout, r.Stderr, want)
+	}
+}
