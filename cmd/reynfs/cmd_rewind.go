@@ -44,6 +44,7 @@ A rewind to the state the workspace is already in writes nothing and says so.
 			}
 			if resp.Already {
 				fmt.Printf("already at seq %d: nothing to rewind, nothing written\n", resp.Rewind.Target)
+				printResume(cmd.Context(), o, dir, resp.Rewind.Target) // the conversation may still be elsewhere
 				return nil
 			}
 			printRewind(resp.Rewind, dry)
