@@ -22,6 +22,10 @@ var (
 // storeFormat is the store format this reynfs reads and writes.
 const storeFormat = 1
 
+// StoreFormat is storeFormat for those who report it ('reynfs version'):
+// a store of another format is refused with ErrFormat.
+const StoreFormat = storeFormat
+
 func seqKey(prefix byte, seq uint64) []byte {
 	k := make([]byte, 9)
 	k[0] = prefix

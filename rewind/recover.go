@@ -39,7 +39,10 @@ func ReconstructFrom(j *journal.Journal, x uint64, base *tree.Tree) (*tree.Tree,
 }
 
 // replayPlan says how to reach the state at x: the tree of generation gen
-// (root), then the records after it on x's path up to x.
+// (root), then the records after it on x's path up to x. Before the first
+// generation, gen is the import record the store starts with: an import
+// replaces the whole tree, so its root is the state at its seq just as a
+// generation's is (the first generation is cut one record after it).
 type replayPlan struct {
 	x, gen uint64
 	root   cas.Hash
@@ -80,6 +83,11 @@ func planReplay(j *journal.Journal, x uint64) (*replayPlan, error) {
 		p.gen, p.root = g, r.Root
 		break
 	}
+	if p.gen == 0 {
+		if p.gen, p.root, err = importBefore(j, path, x); err != nil {
+			return nil, fmt.Errorf("reconstruct %d: %w", x, err)
+		}
+	}
 	if err := checkRetained(j, x, p.gen); err != nil {
 		return nil, err
 	}
@@ -87,6 +95,28 @@ func planReplay(j *journal.Journal, x uint64) (*replayPlan, error) {
 		return nil, fmt.Errorf("reconstruct %d: %w", x, ErrNoState)
 	}
 	return p, nil
+}
+
+// importBefore finds the newest import record at or before x on x's path
+// (0: none). Only the records before the first generation are read, so the
+// scan is short: a store's first records are its import and the import
+// generation that follows it.
+func importBefore(j *journal.Journal, path *journal.Path, x uint64) (uint64, cas.Hash, error) {
+	var seq uint64
+	var root cas.Hash
+	err := j.Iter(1, func(r *journal.Record) error {
+		if r.Seq > x {
+			return errStop
+		}
+		if r.Op == journal.OpImport && path.OnPath(r.Seq, x) {
+			seq, root = r.Seq, r.Root
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return 0, cas.Hash{}, err
+	}
+	return seq, root, nil
 }
 
 // replay applies the records after the plan's generation on x's path, up

@@ -269,7 +269,7 @@ func runRewindModel(t *testing.T, seed uint64, steps int) {
 
 	// states holds the model's state at every seq it saw; current is the
 	// state the live tree must show.
-	states := map[uint64]state{w.j.Head(): {}}
+	states := map[uint64]state{1: {}, w.j.Head(): {}} // seq 1: the import of the empty tree
 	current := state{}
 	var log []string
 	fail := func(format string, args ...any) {

@@ -83,6 +83,12 @@ type LogParams struct {
 	// Run keeps only the records made by that run (implies WAL) and the
 	// generations that have any.
 	Run string `json:"run,omitempty"`
+	// Paths keeps the generations (and records) that changed one of these
+	// paths, relative to the workspace root, a directory with everything
+	// below it; Exclude drops the paths a glob matches (whole, by base
+	// name, or a directory above them). Counts are of the kept changes.
+	Paths   []string `json:"paths,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 func (LogParams) Method() string { return "log" }
@@ -99,6 +105,9 @@ type DiffParams struct {
 	Target string `json:"target"`
 	Other  string `json:"other,omitempty"`
 	Patch  bool   `json:"patch,omitempty"` // also a unified diff of the files
+	// Paths and Exclude keep some of the changes, as in LogParams.
+	Paths   []string `json:"paths,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 func (DiffParams) Method() string { return "diff" }
@@ -163,20 +172,29 @@ type RewindResult struct {
 	Cancelled []RunInfo `json:"cancelled,omitempty"`
 	Frozen    []RunInfo `json:"frozen,omitempty"`
 	Kept      []RunInfo `json:"kept,omitempty"`
+	// Already: the workspace was in the target state already; nothing
+	// was written and no run was stopped.
+	Already bool `json:"already,omitempty"`
 }
 
 // RestoreParams brings one path back from a state.
 type RestoreParams struct {
 	Path   string `json:"path"` // below the workspace root
 	Target string `json:"target"`
+	// Dry only says what would change (Changes), writing nothing.
+	Dry bool `json:"dry,omitempty"`
 }
 
-func (RestoreParams) Method() string { return "restore" }
+func (RestoreParams) Method() string   { return "restore" }
+func (p RestoreParams) readOnly() bool { return p.Dry }
 
 // RestoreResult says what was restored.
 type RestoreResult struct {
 	Reply
 	Restore *rewind.RestoreResult `json:"restore"`
+	// Changes are what the restore changes (or, dry, would change) below
+	// its path, from the live tree to the target's: set on a dry run.
+	Changes []rewind.Change `json:"changes,omitempty"`
 }
 
 // GCParams drops history older than the Keep newest generations.
@@ -290,8 +308,11 @@ type RecordLine struct {
 	Time time.Time `json:"time"`
 	Op   string    `json:"op"`
 	What string    `json:"what"`
-	Pid  uint32    `json:"pid,omitempty"`
-	Comm string    `json:"comm,omitempty"`
+	// Paths are the paths the record touched, relative to the workspace
+	// root (log --wal; a rename names the old and the new).
+	Paths []string `json:"paths,omitempty"`
+	Pid   uint32   `json:"pid,omitempty"`
+	Comm  string   `json:"comm,omitempty"`
 	// Run and Agent: the `reynfs run` whose process made the record.
 	Run   string `json:"run,omitempty"`
 	Agent string `json:"agent,omitempty"`

@@ -43,6 +43,7 @@ var methods = []struct {
 	{BranchListParams{}, &BranchListResult{}},
 	{BranchNameParams{}, &BranchNameResult{}},
 	{CheckoutParams{}, &RewindResult{}},
+	{VersionParams{}, &VersionResult{}},
 }
 
 // Schema is the JSON schema of the protocol, generated from the Go types:

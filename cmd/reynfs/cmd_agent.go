@@ -26,6 +26,8 @@ NAME' prints the state NAME had saved at X.
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.PersistentFlags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	var asJSON bool
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON (show: the state base64 in \"data\")")
 
 	save := &cobra.Command{
 		Use:   "save NAME [FILE]",
@@ -49,6 +51,9 @@ NAME' prints the state NAME had saved at X.
 			if err := call(cmd.Context(), o, dir, api.AgentSaveParams{Name: args[0], Data: data}, &resp); err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(resp)
+			}
 			fmt.Printf("saved %s (%d bytes) at seq %d\n", args[0], len(data), resp.Seq)
 			return nil
 		},
@@ -63,12 +68,15 @@ NAME' prints the state NAME had saved at X.
 			if err := call(cmd.Context(), o, dir, api.AgentShowParams{Name: args[0], At: at}, &resp); err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(resp)
+			}
 			_, err := os.Stdout.Write(resp.Data)
 			return err
 		},
 	}
 	show.Flags().StringVar(&at, "at", "", "a past point: seq, gN, -N or label")
-	var asJSON bool
+	_ = show.RegisterFlagCompletionFunc("at", flagTargetCompleter(&o, &dir))
 	var listAt string
 	list := &cobra.Command{
 		Use:   "list [--at TARGET]",
@@ -89,7 +97,7 @@ NAME' prints the state NAME had saved at X.
 		},
 	}
 	list.Flags().StringVar(&listAt, "at", "", "a past point: seq, gN, -N or label")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	_ = list.RegisterFlagCompletionFunc("at", flagTargetCompleter(&o, &dir))
 	cmd.AddCommand(save, show, list)
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 func newCheckpointCommand() *cobra.Command {
 	var o storeOptions
 	var label, kind, dir string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "checkpoint [-m LABEL] [--kind turn|tool|plan-step|phase|manual]",
 		Short: "Cut a generation at the current seq",
@@ -35,6 +36,9 @@ func newCheckpointCommand() *cobra.Command {
 			if err := daemon.Call(cmd.Context(), store, api.CheckpointParams{Label: label, Kind: kind}, &resp, time.Minute); err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(resp)
+			}
 			g := resp.Generation
 			fmt.Printf("g%d at seq %d (%s) %q root %s in %s\n", g.ID, g.Seq, g.Kind, g.Label, g.Root[:12], g.Took.Round(10_000))
 			return nil
@@ -43,6 +47,7 @@ func newCheckpointCommand() *cobra.Command {
 	cmd.Flags().StringVarP(&label, "message", "m", "", "label of the generation")
 	cmd.Flags().StringVar(&kind, "kind", "manual", "turn, tool, plan-step, phase or manual")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the generation as JSON")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
 }

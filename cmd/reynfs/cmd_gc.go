@@ -28,7 +28,10 @@ and the objects nothing retained names. Rewinds to dropped points are refused af
 				return fmt.Errorf("%w: gc needs --keep N with N ≥ 1", errUsage)
 			}
 			var resp api.GCResult
-			if err := call(cmd.Context(), o, dir, api.GCParams{Keep: keep, Dry: dry}, &resp); err != nil {
+			err := busy(!asJSON, "collecting", func() error {
+				return call(cmd.Context(), o, dir, api.GCParams{Keep: keep, Dry: dry}, &resp)
+			})
+			if err != nil {
 				return err
 			}
 			r := resp.GC

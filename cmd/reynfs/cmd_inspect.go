@@ -12,15 +12,28 @@ func newDiffCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
 	var asJSON, patch bool
+	var exclude []string
 	cmd := &cobra.Command{
-		Use:   "diff A [B] [-p]",
+		Use:   "diff A [B] [-p] [--exclude GLOB] [-- PATH…]",
 		Short: "List what changed between two retained points (B defaults to the live tree)",
-		Long:  "A and B are seqs, generation ids (g3), -N or labels; B defaults to the live tree.\n\n" + exitCodeHelp,
-		Args:  usageArgs(cobra.RangeArgs(1, 2)),
+		Long: `A and B are seqs, generation ids (g3), -N or labels; B defaults to the live tree.
+After "--", PATHs keep only the changes to them (a directory with everything below it);
+--exclude GLOB (repeatable) drops paths it matches, whole or by base name.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := api.DiffParams{Target: args[0], Patch: patch}
-			if len(args) == 2 {
-				p.Other = args[1]
+			targets, after := pathArgs(cmd, args)
+			if len(targets) < 1 || len(targets) > 2 {
+				return fmt.Errorf("%w: diff takes A [B] before \"--\" (got %d)", errUsage, len(targets))
+			}
+			paths, err := workspacePaths(after)
+			if err != nil {
+				return err
+			}
+			p := api.DiffParams{Target: targets[0], Patch: patch, Paths: paths, Exclude: exclude}
+			if len(targets) == 2 {
+				p.Other = targets[1]
 			}
 			var resp api.DiffResult
 			if err := call(cmd.Context(), o, dir, p, &resp); err != nil {
@@ -40,7 +53,9 @@ func newDiffCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.ValidArgsFunction = targetCompleter(&o, &dir, 2)
 	cmd.Flags().BoolVarP(&patch, "patch", "p", false, "print a unified diff of the changed files")
+	cmd.Flags().StringArrayVar(&exclude, "exclude", nil, "leave out paths matching `GLOB` (repeatable)")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
@@ -73,6 +88,7 @@ func newShowCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = targetCompleter(&o, &dir, 1)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
@@ -82,6 +98,7 @@ func newShowCommand() *cobra.Command {
 func newExportCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "export X DIR",
 		Short: "Materialize a retained point as an ordinary directory",
@@ -93,14 +110,22 @@ func newExportCommand() *cobra.Command {
 				return err
 			}
 			var resp api.SeqResult
-			if err := call(cmd.Context(), o, dir, api.ExportParams{Target: args[0], Dir: dest}, &resp); err != nil {
+			err = busy(!asJSON, "exporting "+args[0], func() error {
+				return call(cmd.Context(), o, dir, api.ExportParams{Target: args[0], Dir: dest}, &resp)
+			})
+			if err != nil {
 				return err
+			}
+			if asJSON {
+				return printJSON(api.ExportInfo{SeqResult: resp, Dir: dest})
 			}
 			fmt.Printf("exported seq %d to %s\n", resp.Seq, dest)
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = targetCompleter(&o, &dir, 1)
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

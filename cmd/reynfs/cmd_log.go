@@ -17,23 +17,37 @@ func newLogCommand() *cobra.Command {
 	var dir string
 	var all, wal, asJSON, graph bool
 	var run string
+	var exclude []string
 	cmd := &cobra.Command{
-		Use:   "log [--all] [--wal] [--run ID] [--graph] [--json]",
+		Use:   "log [--all] [--wal] [--run ID] [--graph] [--json] [--exclude GLOB] [-- PATH…]",
 		Short: "Show the timeline of generations, newest first",
 		Long: `Show the generations of the workspace around the current directory (or --dir):
 id, seq, kind, label, time and what changed since the previous generation on its path.
 --wal also lists the journal records between generations, with the process that made
 each (and its run and agent, for a process started with 'reynfs run'); --run ID lists only
 that run's records; --all includes inactive branches (abandoned by rewinds) and lists them.
+--graph draws the forks.
+The counts +added ~modified -removed are each generation's net change against the
+previous one on its path. After "--", PATHs keep only the generations (and with --wal
+the records) that changed them, a directory with everything below it; --exclude GLOB
+(repeatable) drops paths it matches, whole or by base name ('*.log', 'node_modules').
 
 ` + exitCodeHelp,
-		Args: usageArgs(cobra.NoArgs),
+		Args: usageArgs(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if graph {
 				return printGraph(cmd.Context(), o, dir)
 			}
+			before, after := pathArgs(cmd, args)
+			if len(before) > 0 {
+				return fmt.Errorf("%w: unexpected argument %q (paths go after \"--\")", errUsage, before[0])
+			}
+			paths, err := workspacePaths(after)
+			if err != nil {
+				return err
+			}
 			var resp api.LogReply
-			if err := call(cmd.Context(), o, dir, api.LogParams{All: all, WAL: wal, Run: run}, &resp); err != nil {
+			if err := call(cmd.Context(), o, dir, api.LogParams{All: all, WAL: wal, Run: run, Paths: paths, Exclude: exclude}, &resp); err != nil {
 				return err
 			}
 			if asJSON {
@@ -48,6 +62,7 @@ that run's records; --all includes inactive branches (abandoned by rewinds) and 
 	cmd.Flags().BoolVar(&graph, "graph", false, "draw the forks: current @, others ○, branches indented above their fork point")
 	cmd.Flags().StringVar(&run, "run", "", "list only the records of this run (implies --wal)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringArrayVar(&exclude, "exclude", nil, "leave out paths matching `GLOB` (repeatable)")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd

@@ -16,8 +16,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/fs"
 )
@@ -32,6 +32,7 @@ type mountOptions struct {
 	viewsSet   bool // --views-name given; else the store's remembered name
 	private    bool
 	privateSet bool // --private-history given (true or false); else the store's remembered choice
+	asJSON     bool
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -42,6 +43,7 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	f.StringVar(&o.viewsName, "views-name", "", "name the read-only history views `NAME` in the mount root, for a project with its own .reynfs (default .reynfs; remembered for later mounts)")
 	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views (remembered for later mounts; --private-history=false turns it off)")
+	f.BoolVar(&o.asJSON, "json", false, "print where it is mounted as JSON (no progress line)")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
 	f.BoolVar(&o.newStore, "new-store", false, "")
@@ -136,7 +138,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	created := sd.Created || o.newStore
 	var w io.Writer = sd.Log
 	if o.foreground && ready == nil {
-		w = zerolog.MultiLevelWriter(sd.Log, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+		w = zerolog.MultiLevelWriter(sd.Log, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly, NoColor: !colour(os.Stderr)})
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
 	logTightened(log, sd, paths.Store)
@@ -149,8 +151,10 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		cfg.Progress = throttle(func(files int, bytes int64) {
 			fmt.Fprintf(ready, "progress %d %d\n", files, bytes)
 		})
-	case term.IsTerminal(int(os.Stderr.Fd())):
-		cfg.Progress = throttle(printProgress)
+	case interactive() && !o.asJSON:
+		bar := newImportBar()
+		defer bar.done() // also when the mount fails
+		cfg.Progress = bar.update
 	}
 	cfg.Warn = func(s string) { fmt.Fprintln(os.Stderr, "reynfs: warning: "+s) }
 	if ready != nil {
@@ -162,8 +166,10 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		// grows the daemon past it; nothing fails at the limit.
 		debug.SetMemoryLimit(daemonMemoryLimit)
 	}
+	logFrom := logSize(sd.Log)
 	d, err := daemon.Start(cfg)
 	if err != nil {
+		err = fusermountCause(err, sd.Log, logFrom)
 		log.Error().Err(err).Msg("mount failed")
 		if created {
 			_ = os.RemoveAll(paths.Store) // a refused first mount leaves nothing behind
@@ -181,6 +187,8 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	if ready != nil {
 		fmt.Fprintln(ready, "ready")
 		ready.Close()
+	} else if o.asJSON {
+		_ = printJSON(api.MountInfo{Mounted: true, Dir: paths.Dir, Mountpoint: paths.Mountpoint, Store: paths.Store})
 	} else {
 		fmt.Fprintf(os.Stderr, "reynfs: mounted %s at %s (store %s)\n", paths.Dir, paths.Mountpoint, paths.Store)
 	}
@@ -261,7 +269,17 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 		}
 	})
 	defer forward()
-	showProgress := term.IsTerminal(int(os.Stderr.Fd()))
+	var bar *importBar // the import's progress, on a terminal only
+	if interactive() && !o.asJSON {
+		bar = newImportBar()
+	}
+	clearBar := func() {
+		if bar != nil {
+			bar.done()
+			bar = nil
+		}
+	}
+	defer clearBar()
 	var failure string
 	code := exitFailure
 	sc := bufio.NewScanner(r)
@@ -269,24 +287,28 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 		line := sc.Text()
 		switch {
 		case line == "ready":
-			if showProgress {
-				fmt.Fprint(os.Stderr, "\r\033[K")
-			}
+			clearBar()
 			if !forward() {
 				// The signal reached the daemon as it became ready: it
 				// unmounts again; say so once it has.
 				<-exited
 				return interrupted(ctx, fmt.Errorf("mount interrupted as it became ready: unmounted again, %s holds the tree", paths.Dir))
 			}
+			if o.asJSON {
+				return printJSON(api.MountInfo{Mounted: true, Dir: paths.Dir, Mountpoint: paths.Mountpoint, Store: paths.Store})
+			}
 			fmt.Printf("mounted %s at %s\n", paths.Dir, paths.Mountpoint)
 			return nil
 		case strings.HasPrefix(line, "progress "):
 			var files int
 			var bytes int64
-			if _, err := fmt.Sscanf(line, "progress %d %d", &files, &bytes); err == nil && showProgress {
-				printProgress(files, bytes)
+			if _, err := fmt.Sscanf(line, "progress %d %d", &files, &bytes); err == nil && bar != nil {
+				bar.update(files, bytes)
 			}
 		case strings.HasPrefix(line, "warn "):
+			if bar != nil {
+				_ = bar.bar.Clear() // drawn again at the next update
+			}
 			fmt.Fprintln(os.Stderr, "reynfs: warning: "+strings.TrimPrefix(line, "warn "))
 		case strings.HasPrefix(line, "error "):
 			failure = strings.TrimPrefix(line, "error ")
@@ -294,9 +316,7 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 			fmt.Sscanf(line, "code %d", &code)
 		}
 	}
-	if showProgress {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	clearBar()
 	if failure == "" {
 		failure = "daemon exited before the mount was ready; see " + daemon.LogPath(paths.Store)
 	}
@@ -324,10 +344,6 @@ type codedError struct {
 }
 
 func (e *codedError) Error() string { return e.msg }
-
-func printProgress(files int, bytes int64) {
-	fmt.Fprintf(os.Stderr, "\r\033[Kimporting: %d files, %.1f MiB", files, float64(bytes)/(1<<20))
-}
 
 // throttle calls f at most ten times a second.
 func throttle(f func(int, int64)) func(int, int64) {

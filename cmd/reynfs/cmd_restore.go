@@ -8,19 +8,21 @@ import (
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/rewind"
 )
 
 func newRestoreCommand() *cobra.Command {
 	var from string
-	var asJSON bool
+	var asJSON, dry bool
 	cmd := &cobra.Command{
-		Use:   "restore PATH --from TARGET",
+		Use:   "restore PATH --from TARGET [--dry-run]",
 		Short: "Bring one file or directory back from a past point, without a rewind",
 		Long: `Restore PATH (a file, symlink or directory inside a mounted workspace) as it was at
 TARGET (a seq, a generation id g3, -N or a label), replacing what is at PATH now. It is
 one new journal record: the rest of the workspace and every open file stay as they are,
 and 'reynfs rewind' to the seq before it undoes it. The restored copy gets new inode
-numbers; hard links inside a restored directory stay links.
+numbers; hard links inside a restored directory stay links. --dry-run lists what would
+change below PATH (A added back, M changed, D removed) and changes nothing.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -33,12 +35,22 @@ numbers; hard links inside a restored directory stay links.
 				return err
 			}
 			var resp api.RestoreResult
-			if err := call(cmd.Context(), storeOptions{}, mount, api.RestoreParams{Path: rel, Target: from}, &resp); err != nil {
+			err = busy(!asJSON, "restoring "+rel, func() error {
+				return call(cmd.Context(), storeOptions{}, mount, api.RestoreParams{Path: rel, Target: from, Dry: dry}, &resp)
+			})
+			if err != nil {
 				return err
 			}
 			r := resp.Restore
+			if asJSON && dry {
+				return printJSON(restoreJSON{RestoreResult: r, Dry: true, Changes: resp.Changes})
+			}
 			if asJSON {
 				return printJSON(r)
+			}
+			if dry {
+				printRestoreDry(r, resp.Changes)
+				return nil
 			}
 			verb := "restored"
 			if r.Replaced {
@@ -52,7 +64,34 @@ numbers; hard links inside a restored directory stay links.
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the past point: seq, gN, -N or label")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would change, change nothing")
+	here := "." // completion: the workspace around the current directory
+	_ = cmd.RegisterFlagCompletionFunc("from", flagTargetCompleter(&storeOptions{}, &here))
 	return cmd
+}
+
+// restoreJSON is restore --dry-run --json: the restore's result (as
+// without --dry-run, seq 0: no record) with the changes it would make.
+type restoreJSON struct {
+	*rewind.RestoreResult
+	Dry     bool            `json:"dry"`
+	Changes []rewind.Change `json:"changes"`
+}
+
+func printRestoreDry(r *rewind.RestoreResult, cs []rewind.Change) {
+	what := ""
+	if r.Replaced {
+		what = " (replacing what is there)"
+	}
+	s := rewind.Summarize(cs)
+	fmt.Printf("would restore %s from seq %d%s: %d added back, %d changed, %d removed\n", r.Path, r.From, what, s.Added, s.Modified, s.Removed)
+	for i, c := range cs {
+		if i == 20 {
+			fmt.Printf("  ... and %d more\n", len(cs)-20)
+			break
+		}
+		fmt.Printf("  %-8s %s\n", c.Kind, c.Path)
+	}
 }
 
 // workspacePath splits a path into the reynfs mount it is in and the path

@@ -30,6 +30,7 @@ Runs started with 'reynfs run' are stopped first: cancelled (--on-rewind kill, t
 default), frozen across the rewind (freeze) or left alone (keep), and the output names
 them; --no-cancel refuses the rewind (exit 1, runs_active) while such a run is going.
 On an unmounted store the store is rewound and the next mount shows the result.
+A rewind to the state the workspace is already in writes nothing and says so.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.RangeArgs(0, 1)),
@@ -48,7 +49,13 @@ On an unmounted store the store is rewound and the next mount shows the result.
 				return err
 			}
 			if asJSON {
-				return printJSON(resp.Rewind)
+				return printJSON(rewindJSON{Result: resp.Rewind, Already: resp.Already,
+					Cancelled: resp.Cancelled, Frozen: resp.Frozen, Kept: resp.Kept})
+			}
+			if resp.Already {
+				fmt.Printf("already at seq %d: nothing to rewind, nothing written\n", resp.Rewind.Target)
+				printResume(cmd.Context(), o, dir, resp.Rewind.Target) // the conversation may still be elsewhere
+				return nil
 			}
 			printRewind(resp.Rewind, dry)
 			printRuns("cancelled", resp.Cancelled)
@@ -60,6 +67,7 @@ On an unmounted store the store is rewound and the next mount shows the result.
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = targetCompleter(&o, &dir, 1)
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would change, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pick the target in the timeline UI")
@@ -67,6 +75,17 @@ On an unmounted store the store is rewound and the next mount shows the result.
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
+}
+
+// rewindJSON is what rewind --json prints: the rewind's result (the API's
+// RewindResult.rewind, whose fields scripts read at the top level) and the
+// API result's other fields beside it.
+type rewindJSON struct {
+	*rewind.Result
+	Already   bool          `json:"already,omitempty"`
+	Cancelled []api.RunInfo `json:"cancelled,omitempty"`
+	Frozen    []api.RunInfo `json:"frozen,omitempty"`
+	Kept      []api.RunInfo `json:"kept,omitempty"`
 }
 
 func printRewind(r *rewind.Result, dry bool) {

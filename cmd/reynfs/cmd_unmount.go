@@ -15,8 +15,9 @@ import (
 
 func newUnmountCommand() *cobra.Command {
 	var o storeOptions
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "unmount [DIR]",
+		Use:   "unmount [DIR] [--json]",
 		Short: "Make everything durable, write the live tree back into DIR and unmount",
 		Long: `Unmount the workspace mounted at DIR (default: the one around the current
 directory). Everything is synced, the live tree is written back into the project
@@ -31,14 +32,15 @@ is in the store, and the next 'reynfs mount' serves it and writes it back later.
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			return runUnmount(cmd.Context(), o, dir)
+			return runUnmount(cmd.Context(), o, dir, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was unmounted as JSON")
 	return cmd
 }
 
-func runUnmount(ctx context.Context, o storeOptions, dir string) error {
+func runUnmount(ctx context.Context, o storeOptions, dir string, asJSON bool) error {
 	store, err := findStore(o, dir)
 	if err != nil {
 		return err
@@ -56,19 +58,26 @@ func runUnmount(ctx context.Context, o storeOptions, dir string) error {
 		if err != nil {
 			return err
 		}
+		if asJSON {
+			return printJSON(api.MountInfo{Mountpoint: m.Point, Store: store, Cleaned: what})
+		}
 		fmt.Printf("cleaned the stale mount at %s: %s; the store %s keeps every acknowledged change (mount again to serve it)\n", m.Point, what, store)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := daemon.Call(ctx, store, api.UnmountParams{}, nil, 0); err != nil {
+	var done api.EmptyResult
+	if err := daemon.Call(ctx, store, api.UnmountParams{}, &done, 0); err != nil {
 		if _, still := daemon.MountOfStore(store); errors.Is(err, daemon.ErrNotRunning) && !still {
 			// The daemon finished and exited before its reply reached us.
 			return fmt.Errorf("unmounted %s, but the daemon exited without reporting how the write-back went; see %s",
 				st.Status.Mountpoint, daemon.LogPath(store))
 		}
 		return err
+	}
+	if asJSON {
+		return printJSON(api.MountInfo{Dir: st.Status.Dir, Mountpoint: st.Status.Mountpoint, Store: store, Head: done.Head})
 	}
 	fmt.Printf("unmounted %s; %s holds the live tree\n", st.Status.Mountpoint, st.Status.Dir)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
@@ -54,6 +55,10 @@ func exitCode(err error) int {
 		return exitStale
 	case errors.Is(err, daemon.ErrNotRunning):
 		return exitNoDaemon
+	}
+	var ae *api.Error // a kind without a sentinel (runs_active, internal)
+	if errors.As(err, &ae) && ae.Data.Exit != 0 {
+		return ae.Data.Exit
 	}
 	return exitFailure
 }

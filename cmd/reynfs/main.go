@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/agents/api"
 )
 
 var errUsage = errors.New("usage")
@@ -43,8 +45,16 @@ func run(args []string) int {
 	args = relativeTargets(args)
 	root.SetArgs(args)
 	done := make(chan error, 1)
-	go func() { done <- guard(func() error { return root.ExecuteContext(ctx) }) }()
+	var ran *cobra.Command // the command that ran, once done has answered
+	go func() {
+		done <- guard(func() error {
+			var err error
+			ran, err = root.ExecuteContextC(ctx)
+			return err
+		})
+	}()
 	var err error
+	finished := true // ran may be read
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -55,11 +65,15 @@ func run(args []string) int {
 		select {
 		case err = <-done:
 		case <-grace:
-			err = errors.New("gave up waiting")
+			err, finished = errors.New("gave up waiting"), false
 		}
 	}
 	if err != nil && ctx.Err() != nil {
 		err = interrupted(ctx, err)
+	}
+	if err != nil && finished && ran != nil && wantsJSON(ran) {
+		printJSONError(os.Stderr, err)
+		return exitCode(err)
 	}
 	if err != nil {
 		// One line per line of the error (a write-back names one path a line).
@@ -149,15 +163,17 @@ journal record with a global sequence number and all content is stored once, by 
 ` + exitCodeHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version: the line 'reynfs version' prints for this binary.
+		Version: strings.TrimSpace(formatBuild("reynfs", api.ThisBuild())),
 	}
-	root.AddCommand(newTimelineCommand())
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	})
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
 		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(),
-		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand())
+		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand(), newVersionCommand())
 	root.AddCommand(newUndoCommand(), newRedoCommand(), newOpCommand(), newBranchCommand(), newCheckoutCommand())
+	root.AddCommand(newTimelineCommand())
+	unknownSubcommands(root)
 	return root
 }
 

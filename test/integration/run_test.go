@@ -248,6 +248,7 @@ func TestRunFrozenAcrossRewind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd, _, run := startRun(t, ctx, m, "--on-rewind", "freeze", "--", "sleep", "1000")
+	writeFile(t, filepath.Join(m.Dir, "after"), []byte("x"), 0o644) // else the rewind is a no-op, which stops no run
 	r := m.Run("rewind", "before", "--dir", m.Dir)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "froze and thawed run "+run.ID) {
 		t.Fatalf("rewind: exit %d: %s%s; want it to name the frozen run %s", r.Code, r.Stdout, r.Stderr, run.ID)

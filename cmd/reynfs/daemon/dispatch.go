@@ -83,6 +83,8 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		}
 		v, err := api.Negotiate(p.Version)
 		return &api.HelloResult{Version: v, Mounted: d != nil}, err
+	case api.VersionParams{}.Method():
+		return &api.VersionResult{Build: api.ThisBuild()}, nil
 	case api.StatusParams{}.Method():
 		if d == nil {
 			return nil, errNeedsDaemon(method)
@@ -135,7 +137,8 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		if err != nil {
 			return nil, err
 		}
-		l, err := s.Log(p.All, p.WAL || p.Run != "")
+		p.WAL = p.WAL || p.Run != ""
+		l, err := s.LogOf(p)
 		if err == nil && p.Run != "" {
 			onlyRun(l, p.Run)
 		}
@@ -146,7 +149,7 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 			return nil, err
 		}
 		r := &api.DiffResult{}
-		r.Changes, r.Patch, err = s.Diff(p.Target, p.Other, p.Patch)
+		r.Changes, r.Patch, err = s.DiffOf(p)
 		return r, err
 	case api.ShowParams{}.Method():
 		p, err := params[api.ShowParams](raw)
@@ -169,16 +172,32 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		if err != nil {
 			return nil, err
 		}
+		if d != nil {
+			what := "rewind"
+			if p.Dry {
+				what = "a dry rewind"
+			}
+			if err := d.notRewinding(what); err != nil {
+				return nil, err // before the target: the workspace is moving under it
+			}
+		}
+		if d != nil || p.Dry {
+			// Offline, the project directory's changes since the unmount
+			// are recorded first: rewindOffline checks after that.
+			r, err := s.rewindNoOp(p.Target)
+			if err != nil {
+				return nil, err // a nil *RewindResult in the interface would not be nil
+			}
+			if r != nil {
+				return r, nil
+			}
+		}
 		if d != nil && !p.Dry {
 			return result(d.rewind(p))
 		}
-		if d != nil {
-			if err := d.notRewinding("a dry rewind"); err != nil {
-				return nil, err
-			}
-		}
 		r := &api.RewindResult{}
 		r.Rewind, err = s.Rewind(p.Target, p.Dry)
+		r.Already = err == nil && !p.Dry && r.Rewind.Reset == 0
 		return r, err
 	case api.RestoreParams{}.Method():
 		p, err := params[api.RestoreParams](raw)
@@ -191,6 +210,10 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 			}
 		}
 		r := &api.RestoreResult{}
+		if p.Dry {
+			r.Restore, r.Changes, err = s.RestoreDry(p.Path, p.Target)
+			return r, err
+		}
 		r.Restore, err = s.Restore(p.Path, p.Target)
 		return r, err
 	case api.GCParams{}.Method():
@@ -317,14 +340,21 @@ func toError(err error) *api.Error {
 
 // remoteError is an error the daemon answered: its message as sent, and
 // the sentinel of its kind, so the CLI exits as it would have for the
-// same error in-process.
+// same error in-process; the answer itself stays in the chain, so that
+// api.KindOf still names its kind (runs_active has no sentinel).
 type remoteError struct {
 	msg  string
 	kind error
+	e    *api.Error
 }
 
 func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.kind }
+func (e *remoteError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.e}
+	}
+	return []error{e.kind, e.e}
+}
 
 // ErrorOf rebuilds an error answered by the control API with the sentinel
 // of its kind; any other error is returned as it is.
@@ -344,7 +374,7 @@ func ErrorOf(err error) error {
 		if !strings.HasPrefix(msg, ErrDenied.Error()) {
 			msg = ErrDenied.Error() + ": " + msg
 		}
-		return &remoteError{msg: msg, kind: ErrDenied}
+		return &remoteError{msg: msg, kind: ErrDenied, e: e}
 	case api.KindStoreLocked:
 		sentinel = journal.ErrLocked
 	case api.KindStoreCorrupt:
@@ -353,10 +383,8 @@ func ErrorOf(err error) error {
 		sentinel = ErrStale
 	case api.KindNotMounted:
 		sentinel = ErrNotRunning
-	default:
-		return errors.New(e.Message)
 	}
-	return &remoteError{msg: e.Message, kind: sentinel}
+	return &remoteError{msg: e.Message, kind: sentinel, e: e}
 }
 
 // Serve answers one call on a store no daemon holds (the CLI's offline

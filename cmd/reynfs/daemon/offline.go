@@ -36,6 +36,9 @@ func rewindOffline(j *journal.Journal, seq uint64, label string) (*rewind.Result
 	if _, err := d.prepare(); err != nil {
 		return nil, err
 	}
+	if already, err := alreadyAt(j, seq); err != nil || already {
+		return &rewind.Result{Target: seq, Changes: []rewind.Change{}}, err
+	}
 	res, err := rewind.RewindStoreAs(j, seq, false, label)
 	if err != nil {
 		return nil, err

@@ -41,6 +41,19 @@ type (
 // Log lists the generations newest first; all includes those on inactive
 // branches, wal the records after each generation up to the next one.
 func (s *Service) Log(all, wal bool) (*LogResult, error) {
+	return s.LogOf(api.LogParams{All: all, WAL: wal})
+}
+
+// LogOf is Log with the log method's other parameters: a path filter.
+// A generation's counts are its net change against the previous
+// generation on its path (the first against the import it starts from),
+// as git counts a commit, not the records between them.
+func (s *Service) LogOf(p api.LogParams) (*LogResult, error) {
+	all, wal := p.All, p.WAL
+	filter, err := newPathFilter(p.Paths, p.Exclude)
+	if err != nil {
+		return nil, err
+	}
 	gens, err := rewind.Timeline(s.J)
 	if err != nil {
 		return nil, err
@@ -57,25 +70,39 @@ func (s *Service) Log(all, wal bool) (*LogResult, error) {
 		if !all && !e.Active {
 			continue
 		}
+		base, found := cas.Hash{}, false
 		for k := i - 1; k >= 0; k-- { // previous generation on this one's path
 			if path.OnPath(gens[k].Rec.Seq, g.Rec.Seq) {
-				e.Parent = gens[k].Rec.Seq
-				cs, err := rewind.DiffRoots(s.J.Objects(), gens[k].Rec.Root, g.Rec.Root)
-				if err != nil {
-					return nil, err
-				}
-				e.Changed = rewind.Summarize(cs)
+				e.Parent, base, found = gens[k].Rec.Seq, gens[k].Rec.Root, true
 				break
 			}
 		}
+		if !found {
+			base, found, err = importRoot(s.J, path, g.Rec.Seq)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if found {
+			cs, err := rewind.DiffRoots(s.J.Objects(), base, g.Rec.Root)
+			if err != nil {
+				return nil, err
+			}
+			e.Changed = rewind.Summarize(filter.changes(rewind.Coalesce(cs)))
+		}
+		touched := e.Changed != (rewind.Summary{})
 		if wal {
 			next := head
 			if i+1 < len(gens) {
 				next = gens[i+1].Rec.Seq - 1
 			}
-			if e.Records, err = s.records(path, g.Rec.Seq+1, next, head, all); err != nil {
+			if e.Records, err = s.records(path, g.Rec.Seq, next, head, all, filter); err != nil {
 				return nil, err
 			}
+			touched = touched || len(e.Records) > 0
+		}
+		if filter.active() && !touched {
+			continue
 		}
 		res.Gens = append(res.Gens, e)
 	}
@@ -102,17 +129,33 @@ func (s *Service) Log(all, wal bool) (*LogResult, error) {
 	return res, nil
 }
 
-func (s *Service) records(path *journal.Path, from, to, head uint64, all bool) ([]RecordLine, error) {
+// records lists the records after generation gen up to seq to, each with
+// the paths it touched; with a filter only those that touched a kept path.
+func (s *Service) records(path *journal.Path, gen, to, head uint64, all bool, filter *pathFilter) ([]RecordLine, error) {
 	var out []RecordLine
-	err := s.J.Iter(from, func(r *journal.Record) error {
+	var namer *pathNamer
+	err := s.J.Iter(gen+1, func(r *journal.Record) error {
 		if r.Seq > to {
 			return errDone
 		}
 		if !all && !path.OnPath(r.Seq, head) {
 			return nil
 		}
-		out = append(out, RecordLine{Seq: r.Seq, Time: time.Unix(0, r.Time), Op: r.Op.String(), What: describe(r), Pid: r.Pid, Comm: r.Comm,
-			Run: r.Run, Agent: r.Agent})
+		if namer == nil {
+			var err error
+			if namer, err = newPathNamer(s.J, gen); err != nil {
+				return err
+			}
+		}
+		line := RecordLine{Seq: r.Seq, Time: time.Unix(0, r.Time), Op: r.Op.String(), What: describe(r), Pid: r.Pid, Comm: r.Comm,
+			Run: r.Run, Agent: r.Agent}
+		if line.Paths = namer.name(path, r); line.Paths != nil {
+			line.What = describePaths(r, line.Paths)
+		}
+		if filter.active() && !filter.any(line.Paths) {
+			return nil
+		}
+		out = append(out, line)
 		return nil
 	})
 	if errors.Is(err, errDone) {
@@ -193,6 +236,16 @@ func (s *Service) state(target string) (cas.Hash, cas.Store, uint64, error) {
 // Diff lists what changed from a to b (b empty: the live tree), and with
 // patch a unified diff of the files.
 func (s *Service) Diff(a, b string, patch bool) ([]rewind.Change, string, error) {
+	return s.DiffOf(api.DiffParams{Target: a, Other: b, Patch: patch})
+}
+
+// DiffOf is Diff with the diff method's path filter.
+func (s *Service) DiffOf(p api.DiffParams) ([]rewind.Change, string, error) {
+	a, b, patch := p.Target, p.Other, p.Patch
+	filter, err := newPathFilter(p.Paths, p.Exclude)
+	if err != nil {
+		return nil, "", err
+	}
 	ra, sa, _, err := s.state(a)
 	if err != nil {
 		return nil, "", err
@@ -206,7 +259,7 @@ func (s *Service) Diff(a, b string, patch bool) ([]rewind.Change, string, error)
 		ov = rewind.NewOverlay(sa, o.Blobs())
 	}
 	cs, err := rewind.DiffRoots(ov, ra, rb)
-	cs = rewind.Coalesce(cs)
+	cs = filter.changes(rewind.Coalesce(cs))
 	if err != nil || !patch {
 		return cs, "", err
 	}
