@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -228,18 +229,29 @@ func generations(t *testing.T, m *Mount) []struct {
 	return out
 }
 
-// genSummary is "kind:label" of each generation cut by the hooks, in order.
+// genSummary is "kind:label" of each generation cut by the hooks, in order,
+// with the " (N)" the label rule appends to a repeated automatic label
+// taken off (labels on the current path are unique: checked here).
 func genSummary(t *testing.T, m *Mount) (summary []string, ids map[string]int) {
 	ids = map[string]int{}
+	seen := map[string]bool{}
 	for _, g := range generations(t, m) {
 		if g.Kind != "turn" && g.Kind != "tool" {
 			continue
 		}
-		summary = append(summary, g.Kind+":"+g.Label)
-		ids[g.Label] = g.ID
+		if seen[g.Label] {
+			t.Errorf("label %q twice on the current path", g.Label)
+		}
+		seen[g.Label] = true
+		label := repeatSuffix.ReplaceAllString(g.Label, "")
+		summary = append(summary, g.Kind+":"+label)
+		ids[label] = g.ID
 	}
 	return summary, ids
 }
+
+// repeatSuffix is what the label rule appends to a repeated label.
+var repeatSuffix = regexp.MustCompile(` \([0-9]+\)$`)
 
 // The two turns of the scripted session. Turn 1 edits a file, creates a
 // directory and commits; turn 2 edits again, deletes a directory and
