@@ -103,3 +103,14 @@ func Schema() ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
+
+// MethodReadOnly reports whether the method named only reads the store
+// (false for a method not in the protocol).
+func MethodReadOnly(name string) bool {
+	for _, m := range methods {
+		if m.params.Method() == name {
+			return ReadOnly(m.params)
+		}
+	}
+	return false
+}

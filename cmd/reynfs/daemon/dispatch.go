@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ func dispatchFrom(s *Service, d *Daemon, req *api.Request, peer int32) *api.Resp
 			Message: fmt.Sprintf("control socket: request is not JSON-RPC %s (jsonrpc %q)", api.JSONRPC, req.JSONRPC),
 			Data:    api.ErrorData{Kind: api.KindBadInput, Exit: api.KindBadInput.Exit()}})
 	}
-	res, err := call(s, d, peer, req.Method, req.Params)
+	res, err := guardedCall(s, d, peer, req)
 	var h *api.Head
 	if res != nil {
 		h = res.At() // unmount notes it before the store closes
@@ -55,6 +56,39 @@ func dispatchFrom(s *Service, d *Daemon, req *api.Request, peer int32) *api.Resp
 		return errorResponse(id, toError(fmt.Errorf("encode %s reply: %w", req.Method, err)))
 	}
 	return &api.Response{JSONRPC: api.JSONRPC, ID: id, Result: b}
+}
+
+// guardedCall is call, with a panic in a read-only method (a bug in
+// formatting a reply, say) answered as an internal error instead of
+// ending the daemon and with it the mount. A panic in a method that
+// changes the workspace is not survived: it may have left the live tree
+// half changed, and serving that would be worse than stopping (the
+// journal holds every acknowledged change; the next mount recovers). Its
+// stack goes to the daemon's log either way.
+func guardedCall(s *Service, d *Daemon, peer int32, req *api.Request) (res api.Result, err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		stack := string(debug.Stack())
+		if d != nil {
+			d.log.Error().Str("method", req.Method).Str("panic", fmt.Sprint(r)).Str("stack", stack).Msg("control socket: a handler panicked")
+		}
+		if !api.MethodReadOnly(req.Method) {
+			panic(r)
+		}
+		res, err = nil, &api.Error{Code: api.CodeServer,
+			Message: oneLine(fmt.Sprintf("%s: internal error: %v (the daemon's log has the stack); please report it", req.Method, r)),
+			Data:    api.ErrorData{Kind: api.KindInternal, Exit: api.KindInternal.Exit()}}
+	}()
+	return call(s, d, peer, req.Method, req.Params)
+}
+
+// oneLine keeps the first line of s.
+func oneLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
 }
 
 // params decodes a request's parameters (none: the zero value).
