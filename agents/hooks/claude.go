@@ -67,6 +67,8 @@ var geminiTool = tool{
 	},
 	writes: named([]string{"mcp__"}, "run_shell_command", "write_file", "replace"),
 	resume: func(s State) string {
-		return fmt.Sprintf("gemini: resume session %s (transcript %s)", s.SessionID, s.TranscriptPath)
+		// Gemini CLI 0.61 takes a session id with --resume (checked with the
+		// real CLI in test/integration/agents_e2e_test.go).
+		return fmt.Sprintf("gemini --resume %s", s.SessionID)
 	},
 }

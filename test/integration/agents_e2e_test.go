@@ -494,6 +494,6 @@ func TestGeminiCLIE2E(t *testing.T) {
 		resume: func(session string) []string { return []string{"--resume", session} },
 		// What the rewind prints for Gemini CLI is not a command line
 		// (docs/agents.md), so there is no third turn.
-		hint: func(session string) string { return "gemini: resume session " + session },
+		hint: func(session string) string { return "gemini --resume " + session },
 	})
 }
