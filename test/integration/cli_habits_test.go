@@ -106,7 +106,7 @@ func TestCLIUnknownCommand(t *testing.T) {
 	for args, want := range map[string]string{
 		"lgo":         "did you mean gc or log?",
 		"agent shw":   "did you mean show?",
-		"log --jsn":   "did you mean --json?",
+		"log --jsn":   "did you mean --json",
 		"rewnid 3":    "did you mean rewind?",
 		"api schemaa": "did you mean schema?",
 	} {
