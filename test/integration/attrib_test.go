@@ -75,7 +75,7 @@ func TestLogRunAttribution(t *testing.T) {
 		if r.Agent != "coder" || r.Comm != "sh" {
 			t.Errorf("record %d of run %s: agent %q comm %q; want coder, sh", r.Seq, id, r.Agent, r.Comm)
 		}
-		created = created || (r.Op == "create" && (strings.Contains(r.What, `"f"`) || r.What == "f"))
+		created = created || (r.Op == "create" && r.What == "f")
 	}
 	if !created {
 		t.Fatalf("no create of f attributed to run %s; its records: %+v", id, mine)
@@ -85,7 +85,7 @@ func TestLogRunAttribution(t *testing.T) {
 		if r.Run != "" || r.Agent != "" {
 			t.Errorf("record %d (%s %s by %s) names run %q agent %q; want none", r.Seq, r.Op, r.What, r.Comm, r.Run, r.Agent)
 		}
-		outside = outside || (r.Op == "create" && strings.Contains(r.What, `"outside"`))
+		outside = outside || (r.Op == "create" && r.What == "outside")
 	}
 	if !outside {
 		t.Errorf("no record of the write from outside the run: %+v", others)
