@@ -289,17 +289,25 @@ type Gen struct {
 
 // LogEntry is one generation of the timeline.
 type LogEntry struct {
-	ID       int            `json:"id"`
-	Seq      uint64         `json:"seq"`
-	Kind     string         `json:"kind"`
-	Label    string         `json:"label"`
-	Time     time.Time      `json:"time"`
-	Root     string         `json:"root"`
-	Active   bool           `json:"active"` // on the path of the current state
-	Changed  rewind.Summary `json:"changed"`
-	Parent   uint64         `json:"parent_seq"` // previous generation on its own path
-	Records  []RecordLine   `json:"records,omitempty"`
-	IsLatest bool           `json:"-"`
+	ID      int            `json:"id"`
+	Seq     uint64         `json:"seq"`
+	Kind    string         `json:"kind"`
+	Label   string         `json:"label"`
+	Time    time.Time      `json:"time"`
+	Root    string         `json:"root"`
+	Active  bool           `json:"active"` // on the path of the current state
+	Changed rewind.Summary `json:"changed"`
+	Parent  uint64         `json:"parent_seq"` // previous generation on its own path
+	// Pid and Comm name the process that asked for the generation (a
+	// checkpoint's caller, from the control socket's peer credentials),
+	// Run and Agent the `reynfs run` it belongs to: a hook of an agent
+	// started with reynfs run names that run. Empty when not known.
+	Pid      uint32       `json:"pid,omitempty"`
+	Comm     string       `json:"comm,omitempty"`
+	Run      string       `json:"run,omitempty"`
+	Agent    string       `json:"agent,omitempty"`
+	Records  []RecordLine `json:"records,omitempty"`
+	IsLatest bool         `json:"-"`
 }
 
 // RecordLine is one journal record for people.

@@ -66,7 +66,8 @@ func (s *Service) LogOf(p api.LogParams) (*LogResult, error) {
 	res := &LogResult{Head: head}
 	for i, g := range gens {
 		e := LogEntry{ID: g.ID, Seq: g.Rec.Seq, Kind: g.Rec.GenKind, Label: g.Rec.Label,
-			Time: time.Unix(0, g.Rec.Time), Root: g.Rec.Root.String(), Active: path.OnPath(g.Rec.Seq, head)}
+			Time: time.Unix(0, g.Rec.Time), Root: g.Rec.Root.String(), Active: path.OnPath(g.Rec.Seq, head),
+			Pid: g.Rec.Pid, Comm: g.Rec.Comm, Run: g.Rec.Run, Agent: g.Rec.Agent}
 		if !all && !e.Active {
 			continue
 		}
