@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/timeline"
 )
 
 // logGen is one generation of `reynfs log --json`, with who cut it.
@@ -82,5 +87,86 @@ func TestCheckpointRunAttribution(t *testing.T) {
 	}
 	if strings.Contains(r.Stdout, `"outside"  run`) {
 		t.Errorf("reynfs log: the checkpoint from outside names a run:\n%s", r.Stdout)
+	}
+}
+
+// countingCaller is the daemon's API client, counting the calls made.
+type countingCaller struct {
+	c       *api.Client
+	methods []string
+}
+
+func (cc *countingCaller) Do(ctx context.Context, p api.Params, res any) error {
+	cc.methods = append(cc.methods, p.Method())
+	return cc.c.Do(ctx, p, res)
+}
+
+// TestTimelinePointsOneLoad: the picker's points, with the agent column
+// (agent and hook session) and the names of abandoned branches, cost two
+// calls to the real daemon (log with agent states, branch.list) whatever
+// the number of points, where they cost agent.list and agent.show per
+// point before.
+func TestTimelinePointsOneLoad(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	run := func(args ...string) string {
+		t.Helper()
+		r := m.Run(append(args, "--dir", m.Dir)...)
+		if r.Code != 0 {
+			t.Fatalf("reynfs %v: exit %d: %s%s", args, r.Code, r.Stdout, r.Stderr)
+		}
+		return r.Stdout
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	writeFile(t, state, []byte(`{"tool":"claude","session_id":"1a2b3c4d5e6f7a8b"}`), 0o644)
+	writeFile(t, filepath.Join(m.Dir, "a"), []byte("a\n"), 0o644)
+	run("agent", "save", "claude", state)
+	run("checkpoint", "-m", "one")
+	for i, l := range []string{"two", "three", "four"} {
+		writeFile(t, filepath.Join(m.Dir, l), []byte(fmt.Sprint(i)), 0o644)
+		run("checkpoint", "-m", l)
+	}
+	run("rewind", "one")
+	var bs []struct {
+		Name string `json:"name"`
+		Gen  int    `json:"tip_gen"`
+	}
+	if err := json.Unmarshal([]byte(run("branch", "--json")), &bs); err != nil || len(bs) != 1 {
+		t.Fatalf("branch --json: %+v, %v; want the one branch the rewind left", bs, err)
+	}
+	run("branch", "spike", bs[0].Name)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := api.Dial(ctx, socketOf(t, m.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc := &countingCaller{c: c}
+	_, pts, err := (&timeline.API{C: cc}).Points(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"log", "branch.list"}; !slices.Equal(cc.methods, want) {
+		t.Errorf("one load called %v; want %v", cc.methods, want)
+	}
+	byLabel := map[string]timeline.Point{}
+	for _, p := range pts {
+		byLabel[p.Label] = p
+	}
+	if p := byLabel["one"]; p.Agent != "claude/1a2b3c4d" {
+		t.Errorf("point one: agent column %q; want claude/1a2b3c4d (its state changed there, saved by a hook)", p.Agent)
+	}
+	if p := byLabel["two"]; p.Agent != "" {
+		t.Errorf("point two: agent column %q; want none (no agent saved since one)", p.Agent)
+	}
+	four := byLabel["four"]
+	if four.Active || four.ID != bs[0].Gen || !slices.Equal(four.Branches, []string{bs[0].Name, "spike"}) {
+		t.Errorf("point four (the abandoned tip, g%d): active %v, branches %v; want abandoned, [%s spike]", bs[0].Gen, four.Active, four.Branches, bs[0].Name)
+	}
+	for _, l := range []string{"one", "two", "three"} {
+		if len(byLabel[l].Branches) != 0 {
+			t.Errorf("point %s: branches %v; want none (not a branch's tip)", l, byLabel[l].Branches)
+		}
 	}
 }

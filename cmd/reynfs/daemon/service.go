@@ -72,11 +72,16 @@ func (s *Service) LogOf(p api.LogParams) (*LogResult, error) {
 			continue
 		}
 		base, found := cas.Hash{}, false
+		var before []journal.AgentRef
 		for k := i - 1; k >= 0; k-- { // previous generation on this one's path
 			if path.OnPath(gens[k].Rec.Seq, g.Rec.Seq) {
 				e.Parent, base, found = gens[k].Rec.Seq, gens[k].Rec.Root, true
+				before = gens[k].Rec.Agents
 				break
 			}
+		}
+		if p.Agents {
+			e.AgentStates = s.genAgents(g.Rec.Agents, before)
 		}
 		if !found {
 			base, found, err = importRoot(s.J, path, g.Rec.Seq)
