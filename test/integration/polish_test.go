@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -167,6 +168,123 @@ func TestTimelinePointsOneLoad(t *testing.T) {
 	for _, l := range []string{"one", "two", "three"} {
 		if len(byLabel[l].Branches) != 0 {
 			t.Errorf("point %s: branches %v; want none (not a branch's tip)", l, byLabel[l].Branches)
+		}
+	}
+}
+
+// TestRunJSON: `reynfs run --json` prints a run.started line once CMD runs
+// and a run.exited line with CMD's exit code, both on stderr, and leaves
+// stdout to CMD alone; --json-file puts the two lines in a file and
+// nothing of reynfs's on stderr.
+func TestRunJSON(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	script := "echo out; echo err >&2; exit 3"
+	events := func(what string, lines []string) []api.Event {
+		t.Helper()
+		var evs []api.Event
+		for _, l := range lines {
+			if !strings.HasPrefix(l, "{") {
+				continue
+			}
+			var ev api.Event
+			if err := json.Unmarshal([]byte(l), &ev); err != nil {
+				t.Fatalf("%s: line %q: %v", what, l, err)
+			}
+			evs = append(evs, ev)
+		}
+		if len(evs) != 2 || evs[0].Type != api.EventRunStarted || evs[1].Type != api.EventRunExited {
+			t.Fatalf("%s: events %+v; want run.started, run.exited", what, evs)
+		}
+		s, e := evs[0].Run, evs[1].Run
+		if s == nil || e == nil || s.ID == "" || s.ID != e.ID || s.Pid <= 0 || s.Agent != "coder" || s.State != "running" ||
+			e.ExitCode != 3 || e.State != "exited" || evs[1].Head.Seq == 0 {
+			t.Fatalf("%s: started %+v, exited %+v (head %+v); want one run of agent coder with a pid, exited with 3", what, s, e, evs[1].Head)
+		}
+		return evs
+	}
+	split := func(b []byte) []string { return strings.Split(strings.TrimSpace(string(b)), "\n") }
+
+	cmd := reynfsRun(ctx, m, "--json", "--agent", "coder", "--", "sh", "-c", script)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("reynfs run --json: %v; want exit 3\n%s", err, stderr.String())
+	}
+	if stdout.String() != "out\n" {
+		t.Errorf("reynfs run --json: stdout %q; want CMD's alone, \"out\\n\"", stdout.String())
+	}
+	events("stderr", split([]byte(stderr.String())))
+	if !strings.Contains(stderr.String(), "\nerr\n") && !strings.HasPrefix(stderr.String(), "err\n") {
+		t.Errorf("reynfs run --json: CMD's stderr line missing:\n%s", stderr.String())
+	}
+
+	file := filepath.Join(t.TempDir(), "run.jsonl")
+	cmd = reynfsRun(ctx, m, "--json-file", file, "--agent", "coder", "--", "sh", "-c", script)
+	stdout.Reset()
+	stderr.Reset()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("reynfs run --json-file: %v; want exit 3\n%s", err, stderr.String())
+	}
+	if stdout.String() != "out\n" || stderr.String() != "err\n" {
+		t.Errorf("reynfs run --json-file: stdout %q stderr %q; want CMD's own, \"out\\n\" and \"err\\n\"", stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := split(b)
+	if len(lines) != 2 {
+		t.Fatalf("--json-file holds %d lines; want 2:\n%s", len(lines), b)
+	}
+	events("--json-file", lines)
+}
+
+// TestIntegrateJSON: `reynfs integrate TOOL --json` says which files it
+// created, updated, removed or left unchanged, for a config merge
+// (claude) and for the per-event hook files (cline).
+func TestIntegrateJSON(t *testing.T) {
+	dir := t.TempDir()
+	integrate := func(args ...string) api.IntegrateInfo {
+		t.Helper()
+		r := runReynfs(testEnv(t), append([]string{"integrate", "--dir", dir, "--json"}, args...)...)
+		if r.Code != 0 {
+			t.Fatalf("reynfs integrate %v: exit %d: %s", args, r.Code, r.Stderr)
+		}
+		var info api.IntegrateInfo
+		if err := json.Unmarshal([]byte(r.Stdout), &info); err != nil {
+			t.Fatalf("reynfs integrate %v --json: %v\n%s", args, err, r.Stdout)
+		}
+		return info
+	}
+	changes := func(info api.IntegrateInfo) []string {
+		var out []string
+		for _, f := range info.Files {
+			out = append(out, f.Change)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	settings := filepath.Join(dir, ".claude", "settings.json")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{[]string{"claude"}, "created"}, {[]string{"claude"}, "unchanged"}, {[]string{"claude", "--remove"}, "updated"}} {
+		info := integrate(c.args...)
+		if info.Tool != "claude" || info.Removed != slices.Contains(c.args, "--remove") || len(info.Files) != 1 ||
+			info.Files[0].Path != settings || info.Files[0].Change != c.want {
+			t.Errorf("integrate %v: %+v; want %s %s", c.args, info, settings, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{[]string{"cline"}, "created"}, {[]string{"cline"}, "unchanged"}, {[]string{"cline", "--remove"}, "removed"}} {
+		info := integrate(c.args...)
+		if got := changes(info); len(info.Files) < 2 || !slices.Equal(got, []string{c.want}) {
+			t.Errorf("integrate %v: %+v; want every hook file %s", c.args, info, c.want)
 		}
 	}
 }
