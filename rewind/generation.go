@@ -47,13 +47,27 @@ func genKey(seq uint64) []byte {
 // the agent states alike. The write-back of mapped pages comes before the
 // lock and the sync after it.
 func (rw *Rewinder) Cut(kind, label string) (*journal.Record, error) {
+	return rw.CutBy(kind, label, agents.Origin{})
+}
+
+// CutBy is Cut on behalf of o, the process that asked for the checkpoint
+// (a hook started inside a `reynfs run`, say): its pid, command, run and
+// agent go on the generation record as a file operation's do, and o.Check
+// runs under the live lock first, so a checkpoint asked by a run a rewind
+// has cancelled is refused rather than cut on the new path.
+func (rw *Rewinder) CutBy(kind, label string, o agents.Origin) (*journal.Record, error) {
 	if err := rw.writeBack(); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
 	var r *journal.Record
 	err := rw.exclusive(func(x locked) (Invalidations, error) {
 		var err error
-		r, err = x.cut(kind, label)
+		if o.Check != nil {
+			if err := o.Check(); err != nil {
+				return Invalidations{}, fmt.Errorf("cut generation: %w", err)
+			}
+		}
+		r, err = x.cut(kind, label, o)
 		return Invalidations{}, err // a cut changes nothing the kernel caches
 	})
 	if err != nil {
@@ -70,7 +84,7 @@ func (rw *Rewinder) Cut(kind, label string) (*journal.Record, error) {
 	return r, nil
 }
 
-func (x locked) cut(kind, label string) (*journal.Record, error) {
+func (x locked) cut(kind, label string, o agents.Origin) (*journal.Record, error) {
 	live := x.live
 	if err := live.FlushAllLocked(tree.Caller{}); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
@@ -80,7 +94,8 @@ func (x locked) cut(kind, label string) (*journal.Record, error) {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}
 	r := &journal.Record{Op: journal.OpGeneration, Time: time.Now().UnixNano(),
-		GenKind: kind, Label: label, Root: root, NextIno: live.NextInoLocked(), Agents: x.agents.Refs()}
+		GenKind: kind, Label: label, Root: root, NextIno: live.NextInoLocked(), Agents: x.agents.Refs(),
+		Pid: o.Pid, Comm: o.Comm, Run: o.Run, Agent: o.Agent}
 	if err := enqueue(x.j, r, blobs); err != nil {
 		return nil, fmt.Errorf("cut generation: %w", err)
 	}

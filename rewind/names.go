@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/journal"
 )
 
@@ -174,8 +175,13 @@ func TakenNames(j *journal.Journal) (map[string]bool, error) {
 // fallback. The check and the cut are serialized with other namings, so
 // two checkpoints cannot both take one label.
 func (rw *Rewinder) CutNamed(kind, label string, sanitize bool) (*journal.Record, error) {
+	return rw.CutNamedBy(kind, label, sanitize, agents.Origin{})
+}
+
+// CutNamedBy is CutNamed on behalf of o (see CutBy).
+func (rw *Rewinder) CutNamedBy(kind, label string, sanitize bool, o agents.Origin) (*journal.Record, error) {
 	if label == "" {
-		return rw.Cut(kind, "")
+		return rw.CutBy(kind, "", o)
 	}
 	defer rw.Serialize()()
 	taken, err := TakenNames(rw.J)
@@ -187,5 +193,5 @@ func (rw *Rewinder) CutNamed(kind, label string, sanitize bool) (*journal.Record
 	} else if err := CheckName(label, taken); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	return rw.Cut(kind, label)
+	return rw.CutBy(kind, label, o)
 }

@@ -118,6 +118,11 @@ type stacked struct {
 	last uint64
 }
 
+// OpOfRecord is the operation a record is (ok false: none), as the op log
+// lists it but without ToGen, ToLabel and Undone (which need the rest of
+// the journal): for readers of single records, such as the event stream.
+func OpOfRecord(r *journal.Record) (Operation, bool) { return parseOp(r) }
+
 // parseOp reads the operation a record is (ok false: none).
 func parseOp(r *journal.Record) (Operation, bool) {
 	op := Operation{ID: r.Seq, Time: time.Unix(0, r.Time), From: r.Seq - 1}

@@ -234,12 +234,11 @@ check_now "git has one commit again"     '[[ $(git rev-list --count HEAD) == 1 ]
 check_now "the database has two notes"   '[[ $(sqlite3 app.db "SELECT count(*) FROM notes;") == 2 ]]'
 
 step "Undo the rewind" \
-	"The abandoned future is a branch (reynfs log --all); rewinding to the seq" \
-	"just before the reset record brings it back."
-UNDO=$(sed -n "s/.*undo with 'reynfs rewind \([0-9]*\)'.*/\1/p" <<<"$REWIND_OUT")
-[[ -n "$UNDO" ]] || { echo "demo: no undo hint in the rewind output"; exit 1; }
+	"The abandoned future is a branch (reynfs log --all); undo (a rewind to the" \
+	"seq just before the reset record) brings it back."
+grep -q "undo with 'reynfs undo'" <<<"$REWIND_OUT" || { echo "demo: no undo hint in the rewind output"; exit 1; }
 run reynfs log --all
-run reynfs rewind "$UNDO"
+run reynfs undo
 run ./bin/hello
 
 # ===================================================================================

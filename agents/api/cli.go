@@ -21,3 +21,19 @@ type ExportInfo struct {
 	SeqResult
 	Dir string `json:"dir"`
 }
+
+// IntegrateInfo is what 'reynfs integrate TOOL --json' prints: the files
+// of the tool's project config it looked at and what it did to each, so a
+// setup script can tell a first integration from a repeated one.
+type IntegrateInfo struct {
+	Tool    string          `json:"tool"`
+	Removed bool            `json:"removed,omitempty"` // --remove
+	Files   []IntegrateFile `json:"files"`
+}
+
+// IntegrateFile is one config or hook file and what integrate did to it:
+// created, updated, removed or unchanged.
+type IntegrateFile struct {
+	Path   string `json:"path"`
+	Change string `json:"change"`
+}

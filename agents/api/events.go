@@ -56,6 +56,16 @@ type RewindEvent struct {
 	Seq        uint64 `json:"seq"`        // the reset record
 	ToSeq      uint64 `json:"to_seq"`     // the state it went back to
 	Supersedes uint64 `json:"supersedes"` // the head it abandoned
+	// Op is the operation the reset record is (rewind, undo, redo or
+	// checkout) and OpID its id in the op log (op.log), so a subscriber
+	// need not read the op log to tell an undo from a rewind. Added in
+	// 1.x: an older daemon leaves them out.
+	Op   string `json:"op,omitempty"`
+	OpID uint64 `json:"op_id,omitempty"`
+	// Of is the operation an undo or redo undid or redid; Branch the
+	// branch a checkout moved to.
+	Of     uint64 `json:"of,omitempty"`
+	Branch string `json:"branch,omitempty"`
 }
 
 // WritesEvent sums the records of about 100 ms between two other events.

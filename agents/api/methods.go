@@ -89,6 +89,10 @@ type LogParams struct {
 	// name, or a directory above them). Counts are of the kept changes.
 	Paths   []string `json:"paths,omitempty"`
 	Exclude []string `json:"exclude,omitempty"`
+	// Agents adds each generation's agent states (LogEntry.AgentStates):
+	// one call gives a picker its agent column, where agent.list and
+	// agent.show per generation would cost two calls or more each.
+	Agents bool `json:"agents,omitempty"`
 }
 
 func (LogParams) Method() string { return "log" }
@@ -289,17 +293,40 @@ type Gen struct {
 
 // LogEntry is one generation of the timeline.
 type LogEntry struct {
-	ID       int            `json:"id"`
-	Seq      uint64         `json:"seq"`
-	Kind     string         `json:"kind"`
-	Label    string         `json:"label"`
-	Time     time.Time      `json:"time"`
-	Root     string         `json:"root"`
-	Active   bool           `json:"active"` // on the path of the current state
-	Changed  rewind.Summary `json:"changed"`
-	Parent   uint64         `json:"parent_seq"` // previous generation on its own path
-	Records  []RecordLine   `json:"records,omitempty"`
-	IsLatest bool           `json:"-"`
+	ID      int            `json:"id"`
+	Seq     uint64         `json:"seq"`
+	Kind    string         `json:"kind"`
+	Label   string         `json:"label"`
+	Time    time.Time      `json:"time"`
+	Root    string         `json:"root"`
+	Active  bool           `json:"active"` // on the path of the current state
+	Changed rewind.Summary `json:"changed"`
+	Parent  uint64         `json:"parent_seq"` // previous generation on its own path
+	// Pid and Comm name the process that asked for the generation (a
+	// checkpoint's caller, from the control socket's peer credentials),
+	// Run and Agent the `reynfs run` it belongs to: a hook of an agent
+	// started with reynfs run names that run. Empty when not known.
+	Pid   uint32 `json:"pid,omitempty"`
+	Comm  string `json:"comm,omitempty"`
+	Run   string `json:"run,omitempty"`
+	Agent string `json:"agent,omitempty"`
+	// AgentStates are the agents' saved states the generation holds, by
+	// name (only with LogParams.Agents).
+	AgentStates []GenAgentState `json:"agent_states,omitempty"`
+	Records     []RecordLine    `json:"records,omitempty"`
+	IsLatest    bool            `json:"-"`
+}
+
+// GenAgentState is one agent's saved state in a generation.
+type GenAgentState struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // the state blob's hash
+	// Changed: the state differs from the one the previous generation on
+	// the path held (or there was none): the agent saved during it.
+	Changed bool `json:"changed,omitempty"`
+	// Session is the conversation a hook saved ('reynfs hook'), for a
+	// changed state that is a hook's; "" otherwise.
+	Session string `json:"session,omitempty"`
 }
 
 // RecordLine is one journal record for people.

@@ -46,6 +46,19 @@ var methods = []struct {
 	{VersionParams{}, &VersionResult{}},
 }
 
+// outputs are the objects CLI commands print under --json that no method
+// returns (the others print a method's result, or for 'reynfs run' the
+// run.started and run.exited events): "cli.NAME" in the schema, so every
+// --json output has one.
+var outputs = []struct {
+	name string
+	v    any
+}{
+	{"cli.mount", MountInfo{}},
+	{"cli.export", ExportInfo{}},
+	{"cli.integrate", IntegrateInfo{}},
+}
+
 // Schema is the JSON schema of the protocol, generated from the Go types:
 // one property per method's params ("METHOD.params") and result
 // ("METHOD.result"), the envelope, and the event a subscription sends.
@@ -61,6 +74,10 @@ func Schema() ([]byte, error) {
 		fields = append(fields,
 			reflect.StructField{Name: fmt.Sprintf("P%d", i), Type: reflect.TypeOf(m.params), Tag: reflect.StructTag(fmt.Sprintf(`json:"%s.params"`, name))},
 			reflect.StructField{Name: fmt.Sprintf("R%d", i), Type: reflect.TypeOf(m.result).Elem(), Tag: reflect.StructTag(fmt.Sprintf(`json:"%s.result"`, name))})
+	}
+	for i, o := range outputs {
+		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("O%d", i), Type: reflect.TypeOf(o.v),
+			Tag: reflect.StructTag(fmt.Sprintf(`json:"%s"`, o.name))})
 	}
 	named := map[string]reflect.Type{}
 	var clash error
@@ -96,7 +113,7 @@ func Schema() ([]byte, error) {
 	}
 	s.ID = jsonschema.ID(fmt.Sprintf("https://github.com/reynfs/reynfs/docs/api.schema.json#v%d", Major))
 	s.Title = fmt.Sprintf("reynfs control API %s", Version)
-	s.Description = "JSON-RPC 2.0 over the store's unix socket, one object per line; see docs/api.md. Each METHOD.params is a request's params, each METHOD.result its result."
+	s.Description = "JSON-RPC 2.0 over the store's unix socket, one object per line; see docs/api.md. Each METHOD.params is a request's params, each METHOD.result its result; each cli.NAME is what a reynfs command prints under --json where it prints no method's result."
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode schema: %w", err)

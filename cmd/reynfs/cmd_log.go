@@ -79,6 +79,12 @@ func printLog(l *daemon.LogResult, all bool) {
 		if label != "" {
 			label = fmt.Sprintf("%q", label)
 		}
+		if g.Run != "" { // cut from inside a `reynfs run` (a hook of its agent)
+			label += "  run " + g.Run
+			if g.Agent != "" {
+				label += " (" + g.Agent + ")"
+			}
+		}
 		fmt.Printf("%s g%-4d seq %-8d %-9s %s  +%d ~%d -%d  %s\n", mark, g.ID, g.Seq, g.Kind,
 			g.Time.Local().Format(time.DateTime), g.Changed.Added, g.Changed.Modified, g.Changed.Removed, label)
 		for _, r := range g.Records {

@@ -20,7 +20,8 @@ func newRestoreCommand() *cobra.Command {
 		Long: `Restore PATH (a file, symlink or directory inside a mounted workspace) as it was at
 TARGET (a seq, a generation id g3, -N or a label), replacing what is at PATH now. It is
 one new journal record: the rest of the workspace and every open file stay as they are,
-and 'reynfs rewind' to the seq before it undoes it. The restored copy gets new inode
+and 'reynfs undo' undoes it (on an unmounted store, 'reynfs rewind' to the seq
+before it). The restored copy gets new inode
 numbers; hard links inside a restored directory stay links. --dry-run lists what would
 change below PATH (A added back, M changed, D removed) and changes nothing.
 
@@ -58,7 +59,10 @@ change below PATH (A added back, M changed, D removed) and changes nothing.
 			}
 			fmt.Printf("%s %s from seq %d: %d inode(s), record seq %d, in %s\n",
 				verb, r.Path, r.From, r.Inodes, r.Seq, r.Took.Round(10_000))
-			fmt.Printf("undo with 'reynfs rewind %d'\n", r.Seq-1)
+			// Undo of a restore needs the mount (it restores the path as
+			// it was); on an unmounted store a rewind to the seq before
+			// the record is the way back.
+			fmt.Printf("undo with 'reynfs undo' (unmounted: 'reynfs rewind %d')\n", r.Seq-1)
 			return nil
 		},
 	}

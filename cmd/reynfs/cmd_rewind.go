@@ -95,7 +95,9 @@ func printRewind(r *rewind.Result, dry bool) {
 	}
 	fmt.Printf("%s to seq %d", verb, r.Target)
 	if r.Reset != 0 {
-		fmt.Printf(" (reset record at seq %d; undo with 'reynfs rewind %d')", r.Reset, r.Reset-1)
+		// undo works on an unmounted store too; the rewind N form is the
+		// same move for a script that wants to name it.
+		fmt.Printf(" (reset record at seq %d; undo with 'reynfs undo', or 'reynfs rewind %d')", r.Reset, r.Reset-1)
 	}
 	fmt.Printf(" in %s\n", r.Took.Round(10_000))
 	if os.Getenv("REYNFS_TIMING") != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,9 +26,10 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 
 func newRunCommand() *cobra.Command {
 	var o storeOptions
-	var agent, label, onRewind, dir string
+	var agent, label, onRewind, dir, jsonFile string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "run [--agent NAME] [--label L] [--on-rewind kill|freeze|keep] -- CMD...",
+		Use:   "run [--agent NAME] [--label L] [--on-rewind kill|freeze|keep] [--json] -- CMD...",
 		Short: "Run a command as a tracked run of the workspace",
 		Long: `Run CMD as a run of the workspace around the current directory (or --dir): the
 daemon tracks all its processes (in a cgroup of its own where cgroup v2 is writable, else
@@ -35,6 +37,13 @@ in a process group) so that a rewind can cancel (kill), freeze or keep them. CMD
 by this process, not by the daemon; signals sent to reynfs run are passed on to CMD, and
 reynfs run exits with CMD's exit status (128+N for a death by signal N). A command that
 cannot be started exits 127.
+
+--json prints two JSON lines of reynfs's own, on stderr: a run.started event when CMD
+has started (the run's id, pid, agent, label) and a run.exited event when it has ended
+(with exit_code and state: exited, or cancelled by a rewind), the same objects the API's
+subscribe stream sends. stdout stays CMD's alone, so 'reynfs run --json -- CMD | ...'
+pipes exactly what CMD prints; --json-file FILE writes the lines to FILE instead of
+stderr (implies --json), to keep them apart from CMD's stderr as well.
 
 ` + exitCodeHelp,
 		Args:        usageArgs(cobra.MinimumNArgs(1)),
@@ -47,6 +56,13 @@ cannot be started exits 127.
 			if err != nil {
 				return err
 			}
+			var out *runJSON
+			if asJSON || jsonFile != "" {
+				if out, err = openRunJSON(jsonFile); err != nil {
+					return err
+				}
+				defer out.close()
+			}
 			var st api.RunStartResult
 			if err := daemon.Call(cmd.Context(), store, api.RunStartParams{Agent: agent, Label: label, OnRewind: onRewind}, &st, time.Minute); err != nil {
 				return err
@@ -57,24 +73,29 @@ cannot be started exits 127.
 			defer signal.Stop(sigs)
 			c := exec.Command(args[0], args[1:]...)
 			c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+			info := api.RunInfo{ID: st.ID, Agent: agent, Label: label, OnRewind: cmp.Or(onRewind, "kill"), Started: time.Now()}
 			p, err := agents.Launch(c, st.CgroupDir)
 			if err != nil {
-				exited(store, st.ID, 127)
+				out.exited(store, info, exited(store, st.ID, 127), 127)
 				return &codedError{msg: fmt.Sprintf("run %s: %v", st.ID, err), code: 127}
 			}
+			info.Pid = p.Pid
 			if err := daemon.Call(context.Background(), store, api.RunAttachParams{ID: st.ID, Pid: p.Pid}, nil, time.Minute); err != nil {
 				// The daemon would not track it: a rewind could not cancel it.
 				_ = p.Signal(syscall.SIGKILL)
-				exited(store, st.ID, p.Wait())
+				code := p.Wait()
+				out.exited(store, info, exited(store, st.ID, code), code)
 				return fmt.Errorf("run %s: %w", st.ID, err)
 			}
+			out.started(info, st.Head)
 			go func() {
 				for s := range sigs {
 					_ = p.Signal(s.(syscall.Signal))
 				}
 			}()
 			code := p.Wait()
-			exited(store, st.ID, code)
+			out.exited(store, info, exited(store, st.ID, code), code)
+			out.close()
 			// CMD's status, passed through as it is: no error of reynfs
 			// to print, and main's signal handling must not replace it.
 			os.Exit(code)
@@ -85,19 +106,24 @@ cannot be started exits 127.
 	cmd.Flags().StringVar(&agent, "agent", "", "the agent this run belongs to")
 	cmd.Flags().StringVar(&label, "label", "", "a label for the run")
 	cmd.Flags().StringVar(&onRewind, "on-rewind", "kill", "what a rewind does to the run: kill, freeze or keep")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON line on stderr when CMD starts and when it ends (stdout stays CMD's)")
+	cmd.Flags().StringVar(&jsonFile, "json-file", "", "write the --json lines to `FILE` instead of stderr (implies --json)")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
 }
 
-// exited tells the daemon a run's first process is gone; a failure is
-// only a notice (the run then shows as running until the unmount).
-func exited(store, id string, code int) {
+// exited tells the daemon a run's first process is gone and returns the
+// head it answered at; a failure is only a notice (the run then shows as
+// running until the unmount).
+func exited(store, id string, code int) *api.Head {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := daemon.Call(ctx, store, api.RunExitedParams{ID: id, Code: code}, nil, 30*time.Second); err != nil {
+	var r api.EmptyResult
+	if err := daemon.Call(ctx, store, api.RunExitedParams{ID: id, Code: code}, &r, 30*time.Second); err != nil {
 		fmt.Fprintf(os.Stderr, "reynfs: run %s: report exit: %v\n", id, err)
 	}
+	return r.Head
 }
 
 func newRunsCommand() *cobra.Command {

@@ -836,7 +836,7 @@ func TestRestoreCLI(t *testing.T) {
 	// A deleted tree, named relative to a shell's working directory in
 	// the mount, in the text output.
 	out := sh(t, m.Dir, nil, fmt.Sprintf("%q restore tree --from base", reynfsBin))
-	if !strings.HasPrefix(out, fmt.Sprintf("restored tree from seq %d: 7 inode(s), record seq ", base)) || !strings.Contains(out, "undo with 'reynfs rewind ") {
+	if !strings.HasPrefix(out, fmt.Sprintf("restored tree from seq %d: 7 inode(s), record seq ", base)) || !strings.Contains(out, "undo with 'reynfs undo' (unmounted: 'reynfs rewind ") {
 		t.Errorf("reynfs restore tree --from base (in the mount): %q; want 'restored tree from seq %d: 7 inode(s), record seq N...' and an undo hint", out, base)
 	}
 	for p, v := range baseState {

@@ -888,9 +888,9 @@ func TestRewindNested(t *testing.T) {
 	if _, err := fmt.Sscanf(r.Stdout, "rewound to seq %d (reset record at seq ", &target); err != nil || target != one {
 		t.Fatalf("reynfs rewind one: first line %q: %v; want \"rewound to seq %d (reset record at seq ...\"", r.Stdout, err, one)
 	}
-	if i := strings.Index(r.Stdout, "undo with 'reynfs rewind "); i < 0 {
-		t.Fatalf("reynfs rewind one: no undo hint:\n%s", r.Stdout)
-	} else if _, err := fmt.Sscanf(r.Stdout[i:], "undo with 'reynfs rewind %d'", &undo); err != nil {
+	if i := strings.Index(r.Stdout, "undo with 'reynfs undo', or 'reynfs rewind "); i < 0 {
+		t.Fatalf("reynfs rewind one: no undo hint (\"undo with 'reynfs undo', or 'reynfs rewind N'\"):\n%s", r.Stdout)
+	} else if _, err := fmt.Sscanf(r.Stdout[i:], "undo with 'reynfs undo', or 'reynfs rewind %d'", &undo); err != nil {
 		t.Fatalf("reynfs rewind one: undo hint: %v:\n%s", err, r.Stdout)
 	}
 	md.cur = maps.Clone(md.at[one])

@@ -136,7 +136,7 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		if err := d.notRewinding("checkpoint"); err != nil {
 			return nil, err
 		}
-		return result(d.checkpoint(p))
+		return result(d.checkpoint(p, d.origin(peer)))
 	case api.UnmountParams{}.Method():
 		if d == nil {
 			return nil, errNeedsDaemon(method)
@@ -299,7 +299,9 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		Data: api.ErrorData{Kind: api.KindBadInput, Exit: api.KindBadInput.Exit()}}
 }
 
-func (d *Daemon) checkpoint(p api.CheckpointParams) (*api.CheckpointResult, error) {
+// checkpoint cuts a generation on behalf of o, the process that asked
+// (a hook inside a `reynfs run` names its run and agent on the record).
+func (d *Daemon) checkpoint(p api.CheckpointParams, o agents.Origin) (*api.CheckpointResult, error) {
 	kind := p.Kind
 	if kind == "" {
 		kind = rewind.KindManual
@@ -308,7 +310,7 @@ func (d *Daemon) checkpoint(p api.CheckpointParams) (*api.CheckpointResult, erro
 		return nil, fmt.Errorf("%w: --kind %q: want turn, tool, plan-step, phase or manual", ErrUsage, kind)
 	}
 	start := time.Now()
-	g, err := d.svc.RW.CutNamed(kind, p.Label, p.Unique)
+	g, err := d.svc.RW.CutNamedBy(kind, p.Label, p.Unique, o)
 	took := time.Since(start)
 	if err != nil {
 		return nil, err

@@ -254,9 +254,12 @@ func (d *Daemon) attribute(pid uint32) (run, agent string) {
 }
 
 // origin names the process behind a control request (its pid from
-// SO_PEERCRED) and its run, for the agent state it saves; the save is
-// refused, under the live lock, if a rewind cancelled that run (the
-// client may have been killed with it after its request was read).
+// SO_PEERCRED) and its run, for the agent state it saves or the
+// generation it cuts; either is refused, under the live lock, if a rewind
+// cancelled that run (the client may have been killed with it after its
+// request was read). The run comes from RunOfThread, which reads no
+// /proc/PID/stat (that read can hang on a process exec'ing from a dead
+// mount).
 func (d *Daemon) origin(peer int32) agents.Origin {
 	if peer <= 0 {
 		return agents.Origin{}

@@ -66,16 +66,22 @@ func (s *Service) LogOf(p api.LogParams) (*LogResult, error) {
 	res := &LogResult{Head: head}
 	for i, g := range gens {
 		e := LogEntry{ID: g.ID, Seq: g.Rec.Seq, Kind: g.Rec.GenKind, Label: g.Rec.Label,
-			Time: time.Unix(0, g.Rec.Time), Root: g.Rec.Root.String(), Active: path.OnPath(g.Rec.Seq, head)}
+			Time: time.Unix(0, g.Rec.Time), Root: g.Rec.Root.String(), Active: path.OnPath(g.Rec.Seq, head),
+			Pid: g.Rec.Pid, Comm: g.Rec.Comm, Run: g.Rec.Run, Agent: g.Rec.Agent}
 		if !all && !e.Active {
 			continue
 		}
 		base, found := cas.Hash{}, false
+		var before []journal.AgentRef
 		for k := i - 1; k >= 0; k-- { // previous generation on this one's path
 			if path.OnPath(gens[k].Rec.Seq, g.Rec.Seq) {
 				e.Parent, base, found = gens[k].Rec.Seq, gens[k].Rec.Root, true
+				before = gens[k].Rec.Agents
 				break
 			}
+		}
+		if p.Agents {
+			e.AgentStates = s.genAgents(g.Rec.Agents, before)
 		}
 		if !found {
 			base, found, err = importRoot(s.J, path, g.Rec.Seq)

@@ -157,7 +157,7 @@ func (d *Daemon) eventsAfter(seq uint64) ([]api.Event, uint64, error) {
 			out = append(out, api.Event{Type: api.EventCheckpoint, Generation: &api.Gen{ID: id, Seq: r.Seq, Kind: r.GenKind, Label: r.Label, Root: r.Root.String()}})
 		case journal.OpReset:
 			flush()
-			out = append(out, api.Event{Type: api.EventRewind, Rewind: &api.RewindEvent{Seq: r.Seq, ToSeq: r.ResetTo, Supersedes: r.Supersedes}})
+			out = append(out, api.Event{Type: api.EventRewind, Rewind: rewindEvent(r)})
 		default:
 			if w == nil {
 				w = &api.WritesEvent{FromSeq: r.Seq, Ops: map[string]int{}}
@@ -195,4 +195,14 @@ func recordInode(r *journal.Record) uint64 {
 		return r.Ino
 	}
 	return r.Parent
+}
+
+// rewindEvent describes a reset record and the operation it is (every
+// reset record is one: a rewind, an undo, a redo or a checkout).
+func rewindEvent(r *journal.Record) *api.RewindEvent {
+	ev := &api.RewindEvent{Seq: r.Seq, ToSeq: r.ResetTo, Supersedes: r.Supersedes}
+	if op, ok := rewind.OpOfRecord(r); ok {
+		ev.Op, ev.OpID, ev.Of, ev.Branch = op.Kind, op.ID, op.Of, op.Branch
+	}
+	return ev
 }

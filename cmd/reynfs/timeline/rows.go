@@ -19,7 +19,7 @@ type row struct {
 // forked from it, indented under it (newest first within a branch). A
 // point's branch and fork come from its Parent links: an abandoned point
 // hangs under the first point on the current path among its ancestors.
-// filter keeps the points whose label, kind or agent match it fuzzily
+// filter keeps the points whose label, kind, agent or branch names match it fuzzily
 // (the (current) row always stays, so Enter there is still a no-op).
 func buildRows(pts []Point, filter string) []row {
 	bySeq := make(map[uint64]*Point, len(pts))
@@ -69,7 +69,7 @@ func buildRows(pts []Point, filter string) []row {
 	}
 	rows := []row{{current: true}}
 	add := func(r row) {
-		if filter == "" || fuzzy(filter, r.pt.Label+" "+r.pt.Kind+" "+r.pt.Agent) {
+		if filter == "" || fuzzy(filter, r.pt.Label+" "+r.pt.Kind+" "+r.pt.Agent+" "+strings.Join(r.pt.Branches, " ")) {
 			rows = append(rows, r)
 		}
 	}

@@ -2,8 +2,8 @@ package timeline
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +52,10 @@ type Point struct {
 	// each with the short id of its session when a hook saved it
 	// ("claude/1a2b3c4d").
 	Agent string
+	// Branches are the names of the abandoned branches whose newest
+	// generation this point is (b-TIP, or names given with 'reynfs
+	// branch'): what 'reynfs checkout' takes.
+	Branches []string
 }
 
 // Change is one path a rewind would change: Kind is added (the rewind
@@ -70,91 +74,78 @@ type Caller interface {
 // API is the Source over a daemon's control API.
 type API struct {
 	C Caller
-	// agents caches the agents' states per seq: a generation's states
-	// never change, so the agent column costs one call per point once.
-	agents map[uint64]map[string]string
 }
 
-// maxAgentLookups bounds the agent.list calls one load makes: the agent
-// column of older points stays empty rather than the picker slow to open.
-const maxAgentLookups = 64
-
+// Points makes at most two calls whatever the number of points: the log
+// with each generation's agent states (its agent column), and with all
+// the branch list (the names of abandoned rows).
 func (a *API) Points(ctx context.Context, all bool) (uint64, []Point, error) {
 	var r api.LogReply
-	if err := a.C.Do(ctx, api.LogParams{All: all}, &r); err != nil {
+	if err := a.C.Do(ctx, api.LogParams{All: all, Agents: true}, &r); err != nil {
 		return 0, nil, fmt.Errorf("log: %w", err)
 	}
 	pts := make([]Point, 0, len(r.Log.Gens))
 	for _, g := range r.Log.Gens {
 		pts = append(pts, Point{ID: g.ID, Seq: g.Seq, Kind: g.Kind, Label: g.Label, Time: g.Time,
 			Active: g.Active, Parent: g.Parent, Added: g.Changed.Added, Modified: g.Changed.Modified,
-			Removed: g.Changed.Removed})
+			Removed: g.Changed.Removed, Agent: agentColumn(g.AgentStates)})
 	}
-	lookups := 0
-	for i := range pts {
-		if lookups >= maxAgentLookups {
-			break
-		}
-		now, n1 := a.agentStates(ctx, pts[i].Seq)
-		before := map[string]string{}
-		n2 := 0
-		if pts[i].Parent != 0 {
-			before, n2 = a.agentStates(ctx, pts[i].Parent)
-		}
-		lookups += n1 + n2
-		var names []string
-		for name, h := range now {
-			if before[name] != h {
-				names = append(names, name)
-			}
-		}
-		sort.Strings(names)
-		for k, name := range names {
-			if sess := a.session(ctx, name, pts[i].Seq); sess != "" {
-				names[k] += "/" + sess
-			}
-			lookups++
-		}
-		pts[i].Agent = strings.Join(names, ",")
+	if all {
+		a.branchNames(ctx, pts)
 	}
 	return r.Log.Head, pts, nil
 }
 
-// agentStates returns the agents' state hashes at seq and the number of
-// calls it made (0 when cached). Best effort: an error is no agents.
-func (a *API) agentStates(ctx context.Context, seq uint64) (map[string]string, int) {
-	if m, ok := a.agents[seq]; ok {
-		return m, 0
-	}
-	if a.agents == nil {
-		a.agents = map[uint64]map[string]string{}
-	}
-	var r api.AgentListResult
-	m := map[string]string{}
-	if err := a.C.Do(ctx, api.AgentListParams{At: seqTarget(seq)}, &r); err == nil {
-		for _, s := range r.Agents {
-			m[s.Name] = s.State.String()
+// agentColumn names the agents whose saved state changed at a point, each
+// with the short id of its session when a hook saved it ("claude/1a2b3c4d").
+func agentColumn(states []api.GenAgentState) string {
+	var names []string
+	for _, st := range states {
+		if !st.Changed {
+			continue
 		}
-		a.agents[seq] = m
+		name := st.Name
+		if sess := st.Session; sess != "" {
+			if len(sess) > 8 {
+				sess = sess[:8]
+			}
+			name += "/" + sess
+		}
+		names = append(names, name)
 	}
-	return m, 1
+	sort.Strings(names)
+	return strings.Join(names, ",")
 }
 
-// session is the short id of the conversation an agent hook saved as the
-// agent's state at seq ("" when the state is not a hook's).
-func (a *API) session(ctx context.Context, name string, seq uint64) string {
-	var r api.AgentShowResult
-	if a.C.Do(ctx, api.AgentShowParams{Name: name, At: seqTarget(seq)}, &r) != nil {
-		return ""
+// branchNames gives each abandoned point that is a branch's newest
+// generation the branch's names: b-TIP (or its given name) and the names
+// given to its tip, as 'reynfs branch' lists them and checkout takes them.
+// Best effort: without the branch list the rows just have no names.
+func (a *API) branchNames(ctx context.Context, pts []Point) {
+	var r api.BranchListResult
+	if a.C.Do(ctx, api.BranchListParams{}, &r) != nil {
+		return
 	}
-	var st hooks.State
-	if json.Unmarshal(r.Data, &st) != nil {
-		return ""
+	byGen := make(map[int]*Point, len(pts))
+	for i := range pts {
+		if !pts[i].Active {
+			byGen[pts[i].ID] = &pts[i]
+		}
 	}
-	if len(st.SessionID) > 8 {
-		return st.SessionID[:8]
+	for _, b := range r.Branches {
+		p, ok := byGen[b.Gen]
+		if !ok || b.Gen == 0 || b.Current {
+			continue // no abandoned generation of its own
+		}
+		if !slices.Contains(p.Branches, b.Name) {
+			p.Branches = append(p.Branches, b.Name)
+		}
+		for _, n := range b.Names {
+			if !slices.Contains(p.Branches, n) {
+				p.Branches = append(p.Branches, n)
+			}
+		}
 	}
-	return st.SessionID
 }
 
 func (a *API) Changes(ctx context.Context, seq uint64) ([]Change, error) {
@@ -237,7 +228,6 @@ func (a *API) Resume(ctx context.Context, seq uint64) []string {
 }
 
 func (a *API) Rewind(ctx context.Context, seq uint64) (string, error) {
-	a.agents = nil
 	var r api.RewindResult
 	if err := a.C.Do(ctx, api.RewindParams{Target: seqTarget(seq)}, &r); err != nil {
 		return "", fmt.Errorf("rewind: %w", err)

@@ -215,6 +215,9 @@ func (m Model) rowText(r row, w int) string {
 		tail += "  " + p.Agent
 	}
 	label := p.Label
+	if len(p.Branches) > 0 { // an abandoned branch's tip: what checkout takes
+		label = "[" + strings.Join(p.Branches, " ") + "] " + label
+	}
 	if label == "" {
 		label = "-"
 	}
