@@ -15,6 +15,10 @@ package integration
 // output changes, these tests fail until the documentation shows the new
 // output: the README cannot drift from the binary.
 //
+// A marked ```sh block is a list of commands without their output (one a
+// line, '#' starts a comment): each must succeed, in order, as the script's
+// "$" lines run them; their output is not compared.
+//
 // TestReadmeScriptsInSync needs no mount: it checks that every marked block
 // lists the same commands, in the same order, as its script, and that every
 // script is shown somewhere. TestReadmeSessions runs the scripts.
@@ -50,6 +54,8 @@ type docStep struct {
 	file, cmd string
 	line      int
 	out       []string
+	// noOutput: the step is a line of a ```sh block, which shows no output.
+	noOutput bool
 }
 
 // markerRE finds the marker that ties a console block to its script.
@@ -87,13 +93,23 @@ func documentedSessions(t testing.TB) map[string][]docStep {
 			if _, dup := out[script]; dup {
 				t.Fatalf("%s:%d: script %s is shown twice", name, i+1, m[1])
 			}
-			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```console") {
-				t.Fatalf("%s:%d: the marker must be followed by a ```console block", name, i+1)
+			var fence string
+			if i+1 < len(lines) {
+				fence = strings.TrimSpace(lines[i+1])
+			}
+			if fence != "```console" && fence != "```sh" {
+				t.Fatalf("%s:%d: the marker must be followed by a ```console or ```sh block", name, i+1)
 			}
 			var steps []docStep
 			j := i + 2
 			for ; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
 				l := lines[j]
+				if fence == "```sh" {
+					if cmd := normaliseCommand(l); cmd != "" {
+						steps = append(steps, docStep{file: name, line: j + 1, cmd: cmd, noOutput: true})
+					}
+					continue
+				}
 				if strings.HasPrefix(l, "$ ") {
 					steps = append(steps, docStep{file: name, line: j + 1, cmd: normaliseCommand(l[2:])})
 					continue
@@ -308,7 +324,13 @@ func runDocumented(ts *testscript.TestScript, neg bool, args []string, docs map[
 	if step.cmd != line {
 		ts.Fatalf("%s:%d shows %q, the script runs %q", step.file, step.line, step.cmd, line)
 	}
-	err := ts.Exec("timeout", "-k", "5", "60", "bash", "-c", "{ "+line+"\n} 2>&1")
+	// timeout(1) starts in $WORK, outside every mount, and bash goes to the
+	// script's directory: were timeout's own cwd the mount, a documented
+	// "cd && reynfs unmount" would find the mount busy.
+	cwd := ts.MkAbs(".")
+	ts.Check(ts.Chdir(ts.Getenv("WORK")))
+	err := ts.Exec("timeout", "-k", "5", "60", "bash", "-c", "cd "+shellQuote(cwd)+" && { "+line+"\n} 2>&1")
+	ts.Check(ts.Chdir(cwd))
 	if err != nil && !neg {
 		ts.Fatalf("$ %s: %v", line, err)
 	}
@@ -316,6 +338,9 @@ func runDocumented(ts *testscript.TestScript, neg bool, args []string, docs map[
 		ts.Fatalf("$ %s: succeeded, the script expects a failure", line)
 	}
 	out := strings.ReplaceAll(ts.ReadFile("stdout"), ts.Getenv("WORK"), readmeHome)
+	if step.noOutput {
+		return
+	}
 	if *readmePrint {
 		fmt.Fprintf(&st.transcript, "$ %s\n%s", line, out)
 		return
@@ -327,6 +352,9 @@ func runDocumented(ts *testscript.TestScript, neg bool, args []string, docs map[
 			step.file, step.line, line, want, got, out)
 	}
 }
+
+// shellQuote quotes s for bash.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // cleanupSession unmounts whatever a script mounted below its $WORK (also
 // after a failure), then checks each store it made with reynfs fsck.
