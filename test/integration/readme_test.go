@@ -34,6 +34,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -143,9 +144,17 @@ func normaliseCommand(s string) string {
 // scriptCommands lists the "$" commands of a script, in order.
 func scriptCommands(t testing.TB, path string) []string {
 	t.Helper()
-	f, err := os.Open(path)
+	cmds, err := readScriptCommands(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return cmds
+}
+
+func readScriptCommands(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	var cmds []string
@@ -160,7 +169,7 @@ func scriptCommands(t testing.TB, path string) []string {
 			cmds = append(cmds, normaliseCommand(l[2:]))
 		}
 	}
-	return cmds
+	return cmds, sc.Err()
 }
 
 func TestReadmeScriptsInSync(t *testing.T) {
@@ -249,6 +258,11 @@ type sessionState struct {
 // go test ./test/integration -run TestReadmeSessions -readme-print -v
 var readmePrint = flag.Bool("readme-print", false, "log the documented sessions as they run now, do not compare")
 
+// readmeUpdate is -readme-print that also writes each session that ran to
+// its end into its marked console block (a comment after a '$ ' command is
+// kept): go test ./test/integration -run TestReadmeSessions -args -readme-update
+var readmeUpdate = flag.Bool("readme-update", false, "rewrite the documented sessions' console blocks with what the commands print now")
+
 type sessionKey struct{}
 
 func TestReadmeSessions(t *testing.T) {
@@ -301,6 +315,9 @@ func TestReadmeSessions(t *testing.T) {
 // documented block.
 func runDocumented(ts *testscript.TestScript, neg bool, args []string, docs map[string][]docStep) {
 	st := ts.Value(sessionKey{}).(*sessionState)
+	if *readmeUpdate {
+		*readmePrint = true
+	}
 	if st.steps == nil && *readmePrint {
 		st.steps = []docStep{} // the documentation is what is printed
 	}
@@ -316,6 +333,12 @@ func runDocumented(ts *testscript.TestScript, neg bool, args []string, docs map[
 		if st.next == 0 {
 			ts.Defer(func() {
 				ts.Logf("%s.txtar as the documentation should show it:\n%s", ts.Name(), st.transcript.String())
+				cmds, err := readScriptCommands(filepath.Join(readmeScripts, ts.Name()+".txtar"))
+				if *readmeUpdate && err == nil && st.next == len(cmds) {
+					if err := updateDocBlock(ts.Name(), st.transcript.String()); err != nil {
+						ts.Logf("-readme-update: %v", err)
+					}
+				}
 			})
 		}
 	}
@@ -354,6 +377,65 @@ func runDocumented(ts *testscript.TestScript, neg bool, args []string, docs map[
 		ts.Fatalf("%s:%d: the output of %q no longer matches the documentation.\nDocumented (normalised):\n%s\nPrinted now:\n%s\n(printed raw:\n%s)",
 			step.file, step.line, line, want, got, out)
 	}
+}
+
+// docMu serialises -readme-update's rewrites of a document (the scripts run
+// in parallel).
+var docMu sync.Mutex
+
+// updateDocBlock replaces the console block marked with script name by
+// transcript, step by step: a step whose command is unchanged keeps its
+// '$ ' line (and comment), and keeps its documented output when that
+// matches the new one once normalised, so an update changes only what did.
+func updateDocBlock(name, transcript string) error {
+	docMu.Lock()
+	defer docMu.Unlock()
+	files, _ := filepath.Glob("../../docs/*.md")
+	for _, file := range append([]string{"../../README.md"}, files...) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		lines := strings.Split(string(b), "\n")
+		for i := range lines {
+			if m := markerRE.FindStringSubmatch(lines[i]); m == nil || m[1] != name+".txtar" ||
+				i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```console" {
+				continue
+			}
+			end := i + 2
+			for end < len(lines) && !strings.HasPrefix(lines[end], "```") {
+				end++
+			}
+			old := splitSteps(lines[i+2 : end])
+			var block []string
+			for k, step := range splitSteps(strings.Split(strings.TrimRight(transcript, "\n"), "\n")) {
+				if k < len(old) && normaliseCommand(old[k][0][2:]) == normaliseCommand(step[0][2:]) {
+					step[0] = old[k][0]
+					if normaliseTranscript(old[k][1:]) == normaliseTranscript(step[1:]) {
+						step = old[k]
+					}
+				}
+				block = append(block, step...)
+			}
+			lines = append(lines[:i+2], append(block, lines[end:]...)...)
+			return os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o644)
+		}
+	}
+	return fmt.Errorf("no console block is marked <!-- script: %s.txtar -->", name)
+}
+
+// splitSteps cuts a console transcript into steps, each its '$ ' line
+// followed by its output lines.
+func splitSteps(lines []string) [][]string {
+	var steps [][]string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "$ ") || len(steps) == 0 {
+			steps = append(steps, []string{l})
+			continue
+		}
+		steps[len(steps)-1] = append(steps[len(steps)-1], l)
+	}
+	return steps
 }
 
 // shellQuote quotes s for bash.
