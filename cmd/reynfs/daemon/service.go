@@ -49,6 +49,14 @@ func (s *Service) Log(all, wal bool) (*LogResult, error) {
 // generation on its path (the first against the import it starts from),
 // as git counts a commit, not the records between them.
 func (s *Service) LogOf(p api.LogParams) (*LogResult, error) {
+	if p.WAL && s.Live != nil {
+		// The head counts records appended and not yet committed, which
+		// Iter does not see: commit them, or the listing would stop short
+		// of the head it reports.
+		if err := s.J.Sync(); err != nil {
+			return nil, err
+		}
+	}
 	all, wal := p.All, p.WAL
 	filter, err := newPathFilter(p.Paths, p.Exclude)
 	if err != nil {
