@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/reynfs/reynfs/agents/api"
 )
@@ -42,7 +43,7 @@ func run(args []string) int {
 		}
 	}()
 	root := newRootCommand()
-	args = relativeTargets(args)
+	args = relativeTargets(args, valueFlags(root))
 	root.SetArgs(args)
 	done := make(chan error, 1)
 	var ran *cobra.Command // the command that ran, once done has answered
@@ -137,8 +138,10 @@ func interrupted(ctx context.Context, err error) error {
 
 // relativeTargets lets "-N" (N generations back) be written as a target
 // without "--": no flag of reynfs is a digit, so a "-N" token before "--"
-// is a target, passed on in its other spelling "~N".
-func relativeTargets(args []string) []string {
+// is a target, passed on in its other spelling "~N". A token that is the
+// value of the flag before it (checkpoint -m -1) is left as it is: it is
+// a label, and the label rule refuses it under its own spelling.
+func relativeTargets(args []string, takesValue map[string]bool) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
 		if a == "--" {
@@ -146,10 +149,38 @@ func relativeTargets(args []string) []string {
 			break
 		}
 		out[i] = a
+		if i > 0 && takesValue[args[i-1]] {
+			continue
+		}
 		if len(a) > 1 && a[0] == '-' && strings.Trim(a[1:], "0123456789") == "" {
 			out[i] = "~" + a[1:]
 		}
 	}
+	return out
+}
+
+// valueFlags is every spelling ("--label", "-m") of a flag in cmd's tree
+// that takes a value, so that "-m -1" is read as a flag and its value.
+func valueFlags(cmd *cobra.Command) map[string]bool {
+	out := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if f.NoOptDefVal != "" { // a bool, or a flag whose value is optional
+					return
+				}
+				out["--"+f.Name] = true
+				if f.Shorthand != "" {
+					out["-"+f.Shorthand] = true
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(cmd)
 	return out
 }
 

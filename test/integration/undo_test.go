@@ -169,6 +169,11 @@ func TestCheckpointLabelRule(t *testing.T) {
 	for _, label := range []string{"5", "g2", "-1", "~1", "", "kept", "@", "b-3", "two\nlines", strings.Repeat("x", 201)} {
 		udRefused(t, m, "checkpoint", "-m", label)
 	}
+	// The refusal names the label as it was typed (it once said "~1",
+	// the spelling the CLI gives a target -1).
+	if r := m.Run("checkpoint", "-m", "-1", "--store", m.Store); r.Code != 2 || !strings.Contains(r.Stderr, `"-1"`) {
+		t.Errorf("checkpoint -m -1: exit %d, stderr %q; want exit 2 naming \"-1\"", r.Code, r.Stderr)
+	}
 	udRefused(t, m, "branch", "kept")
 	udRefused(t, m, "branch", "g7")
 	if h := rwHead(t, m); h != head {
