@@ -102,7 +102,7 @@ func printLog(l *daemon.LogResult, all bool) {
 		}
 	}
 	if all && len(l.Branches) > 0 {
-		fmt.Println("branches (abandoned by rewinds; rewind to a seq inside one to check it out):")
+		fmt.Println("branches (abandoned by rewinds; 'reynfs checkout NAME' or a rewind to a seq inside one brings it back; 'reynfs branch' names them):")
 		for _, b := range l.Branches {
 			state := "inactive"
 			if b.Active {

@@ -204,6 +204,10 @@ func describe(r *journal.Record) string {
 		return fmt.Sprintf("to seq %d (supersedes %d)", r.ResetTo, r.Supersedes)
 	case journal.OpImport:
 		return fmt.Sprintf("%q root %s", r.Label, r.Root.Short())
+	case journal.OpAgentState:
+		return fmt.Sprintf("agent %q state %s", r.Label, r.Root.Short())
+	case journal.OpRestore:
+		return fmt.Sprintf("%q in dir %d: %s", r.Name, r.Parent, r.Label)
 	}
 	return ""
 }
