@@ -39,6 +39,11 @@ done to each (created, updated, removed or unchanged).
 			if asJSON {
 				return printJSON(api.IntegrateInfo{Tool: args[0], Removed: remove, Files: files})
 			}
+			// One line per file, as git prints what a command changed: a
+			// silent success leaves the user to guess whether it worked.
+			for _, f := range files {
+				fmt.Printf("%s %s\n", f.Change, f.Path)
+			}
 			return nil
 		},
 	}

@@ -121,8 +121,8 @@ func TestIntegrateClaude(t *testing.T) {
 	writeFile(t, filepath.Join(dir, ".claude", "settings.json"), []byte(orig), 0o600)
 	env := testEnv(t)
 	var after []string
-	for _, args := range [][]string{{"integrate", "claude", "--dir", dir}, {"integrate", "claude", "--dir", dir}, {"integrate", "claude", "--remove", "--dir", dir}} {
-		if r := runReynfs(env, args...); r.Code != 0 || r.Stdout != "" || r.Stderr != "" {
+	for i, args := range [][]string{{"integrate", "claude", "--dir", dir}, {"integrate", "claude", "--dir", dir}, {"integrate", "claude", "--remove", "--dir", dir}} {
+		if r := runReynfs(env, args...); r.Code != 0 || r.Stdout != integrateSaid[i]+" "+filepath.Join(dir, ".claude", "settings.json")+"\n" || r.Stderr != "" {
 			t.Fatalf("%v: exit %d: %q %q", args, r.Code, r.Stdout, r.Stderr)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, ".claude", "settings.json"))
@@ -155,7 +155,7 @@ func TestIntegrateAider(t *testing.T) {
 	writeFile(t, hook, []byte(orig), 0o755)
 	env := testEnv(t)
 	for i, args := range [][]string{{"integrate", "aider", "--dir", dir}, {"integrate", "aider", "--dir", dir}, {"integrate", "aider", "--remove", "--dir", dir}} {
-		if r := runReynfs(env, args...); r.Code != 0 || r.Stdout != "" || r.Stderr != "" {
+		if r := runReynfs(env, args...); r.Code != 0 || !strings.HasPrefix(r.Stdout, integrateSaid[i]+" ") || strings.Count(r.Stdout, "\n") != 1 || r.Stderr != "" {
 			t.Fatalf("%v: exit %d: %q %q", args, r.Code, r.Stdout, r.Stderr)
 		}
 		b, err := os.ReadFile(hook)
@@ -174,3 +174,8 @@ func TestIntegrateAider(t *testing.T) {
 		t.Errorf("integrate aider outside a repository: exit %d, want 2", r.Code)
 	}
 }
+
+// integrateSaid is what integrate, integrate again and integrate --remove
+// print for a config file that existed before: one line each, the change
+// and the path.
+var integrateSaid = []string{"updated", "unchanged", "updated"}

@@ -167,8 +167,8 @@ func TestIntegrateTools(t *testing.T) {
 		path := filepath.Join(dir, file)
 		writeFile(t, path, []byte(orig), 0o600)
 		var after []string
-		for _, args := range [][]string{{"integrate", tool, "--dir", dir}, {"integrate", tool, "--dir", dir}, {"integrate", tool, "--remove", "--dir", dir}} {
-			if r := runReynfs(env, args...); r.Code != 0 || r.Stdout != "" || r.Stderr != "" {
+		for i, args := range [][]string{{"integrate", tool, "--dir", dir}, {"integrate", tool, "--dir", dir}, {"integrate", tool, "--remove", "--dir", dir}} {
+			if r := runReynfs(env, args...); r.Code != 0 || !strings.HasPrefix(r.Stdout, integrateSaid[i]+" ") || strings.Count(r.Stdout, "\n") != 1 || r.Stderr != "" {
 				t.Fatalf("%v: exit %d: %q %q", args, r.Code, r.Stdout, r.Stderr)
 			}
 			b, err := os.ReadFile(path)
