@@ -321,17 +321,17 @@ func (d *Daemon) checkpoint(p api.CheckpointParams) (*api.CheckpointResult, erro
 }
 
 // headOf is where the store stands: its newest record, newest generation
-// and the number of rewinds it has seen.
+// and the number of rewinds it has seen. Every reply carries it, so it
+// reads the newest generation from rewind's in-memory copy of the index
+// (NewestGeneration, O(1)) rather than listing every generation.
 func headOf(j *journal.Journal) (api.Head, error) {
 	h := api.Head{Seq: j.Head()}
-	seqs, err := rewind.Generations(j)
+	_, id, ok, err := rewind.NewestGeneration(j)
 	if err != nil {
 		return h, err
 	}
-	if len(seqs) > 0 {
-		if h.Gen, err = rewind.GenerationID(j, seqs[len(seqs)-1]); err != nil {
-			return h, err
-		}
+	if ok {
+		h.Gen = id
 	}
 	resets, err := j.Resets()
 	if err != nil {
