@@ -24,6 +24,9 @@ type genIndex struct {
 	loaded  bool
 	seqs    []uint64 // indexed generation seqs, oldest first
 	dropped int      // generations earlier Retains dropped (metaDroppedGens)
+	// recs holds the generation records Timeline read: a record at a
+	// seq never changes, and those below the floor go with a reload.
+	recs map[uint64]*journal.Record
 }
 
 type genIndexKey struct{}
@@ -74,7 +77,7 @@ func (g *genIndex) addLocked(seq uint64) {
 // reload drops the copy; the next use reads the store again.
 func (g *genIndex) reload() {
 	g.mu.Lock()
-	g.loaded, g.seqs = false, nil
+	g.loaded, g.seqs, g.recs = false, nil, nil
 	g.mu.Unlock()
 }
 

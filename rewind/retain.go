@@ -199,7 +199,7 @@ func unindexBelow(j *journal.Journal, floor uint64) error {
 		}
 		return nil
 	})
-	g.loaded, g.seqs = false, nil // reloaded (with the new dropped count) on next use
+	g.loaded, g.seqs, g.recs = false, nil, nil // reloaded (with the new dropped count) on next use
 	return err
 }
 

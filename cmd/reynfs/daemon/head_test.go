@@ -62,6 +62,13 @@ func BenchmarkReplyAfter2000Generations(b *testing.B) {
 			}
 		}
 	})
+	b.Run("takenNames", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := rewind.TakenNames(s.J); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("hello", func(b *testing.B) {
 		var h api.HelloResult
 		for b.Loop() {
@@ -140,6 +147,15 @@ func TestHeadFollowsGenerations(t *testing.T) {
 		gens, err := rewind.Generations(s.J)
 		if err != nil || !slices.Equal(gens, seqs) {
 			t.Fatalf("%s: generations %v (%v), the index holds %v", step, gens, err, seqs)
+		}
+		tl, err := rewind.Timeline(s.J)
+		if err != nil || len(tl) != len(seqs) {
+			t.Fatalf("%s: timeline of %d generations (%v), the index holds %d", step, len(tl), err, len(seqs))
+		}
+		for i, g := range tl {
+			if g.Rec.Seq != seqs[i] || g.ID != want.Gen-len(seqs)+1+i || g.Rec.Op != journal.OpGeneration {
+				t.Fatalf("%s: timeline entry %d is g%d, a %s record at seq %d; want g%d at seq %d", step, i, g.ID, g.Rec.Op, g.Rec.Seq, want.Gen-len(seqs)+1+i, seqs[i])
+			}
 		}
 		if id, err := rewind.GenerationID(s.J, seqs[0]); err != nil || id != want.Gen-len(seqs)+1 {
 			t.Fatalf("%s: the oldest generation is g%d (%v), want g%d", step, id, err, want.Gen-len(seqs)+1)
