@@ -293,20 +293,14 @@ type manifestFile struct {
 func (w *manifestFile) write(m *Manifest) error {
 	if w.f == nil {
 		_, slot, seq, err := readManifestFile(w.path)
-		if err != nil || slot < 0 || seq == 0 {
-			// The first format (or none): replace it by a slot file
-			// holding m, which is this write.
+		if err != nil || slot < 0 || seq == 0 || w.open(slot, seq) != nil {
+			// The first format, none, or not two whole slots (cut
+			// short): replace it by a slot file holding m, which is
+			// this write.
 			if err := writeManifest(w.path, m); err != nil {
 				return err
 			}
-			slot, seq = 0, 1
-			if err := w.open(slot, seq); err != nil {
-				return err
-			}
-			return nil
-		}
-		if err := w.open(slot, seq); err != nil {
-			return err
+			return w.open(0, 1)
 		}
 	}
 	next := 1 - w.newest

@@ -123,6 +123,16 @@ func TestManifestSlots(t *testing.T) {
 	if got, err := readManifest(path); err != nil || *got != m1 {
 		t.Errorf("manifest cut after slot A: read %+v, %v", got, err)
 	}
+	w := &manifestFile{path: path}
+	defer w.close()
+	for _, m := range []Manifest{m2, m3} { // replaced whole, then in place
+		if err := w.write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readManifest(path); err != nil || *got != m {
+			t.Errorf("manifest cut short, then %+v written: read %+v, %v", m, got, err)
+		}
+	}
 }
 
 // TestManifestDamagedSlotOpen: a store whose newest manifest slot is torn
