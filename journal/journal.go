@@ -49,6 +49,13 @@ type Journal struct {
 	marks    *marks // nil when read-only
 
 	attached sync.Map // Attached: caches of packages above the journal
+
+	// ResetCount: the committed reset records, counted once and then
+	// kept by the committer (resetMu is held across a commit that
+	// writes one, so a count and a commit never interleave).
+	resetMu    sync.Mutex
+	resetKnown bool
+	resetCount int
 }
 
 // Stats are running counters, for benchmarks and `reynfs status`.

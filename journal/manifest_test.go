@@ -212,3 +212,48 @@ func TestManifestUpgrade(t *testing.T) {
 		t.Fatalf("reopened after the upgrade: head %d, want at least %d", j.Head(), g.Seq)
 	}
 }
+
+// TestResetCount: the count every reply's head carries stays len(Resets())
+// while resets are committed concurrently with the first count, and after
+// reopening.
+func TestResetCount(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	j := openT(t, dir, Options{})
+	check := func(step string) {
+		t.Helper()
+		n, err := j.ResetCount()
+		rs, rerr := j.Resets()
+		if err != nil || rerr != nil || n != len(rs) {
+			t.Fatalf("%s: ResetCount %d (%v), Resets holds %d (%v)", step, n, err, len(rs), rerr)
+		}
+	}
+	appendT(t, j, &Record{Op: OpUnlink, Parent: 1, Name: "x"})
+	appendT(t, j, &Record{Op: OpReset, ResetTo: 1})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 50 {
+			if err := j.Enqueue(&Record{Op: OpReset, ResetTo: 1}, nil).Wait(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 20 {
+		if _, err := j.ResetCount(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	check("after 51 resets")
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = openT(t, dir, Options{})
+	check("reopened")
+	appendT(t, j, &Record{Op: OpReset, ResetTo: 2})
+	check("one more")
+	if n, _ := j.ResetCount(); n != 52 {
+		t.Fatalf("ResetCount %d, want 52", n)
+	}
+}

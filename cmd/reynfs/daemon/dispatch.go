@@ -321,9 +321,9 @@ func (d *Daemon) checkpoint(p api.CheckpointParams) (*api.CheckpointResult, erro
 }
 
 // headOf is where the store stands: its newest record, newest generation
-// and the number of rewinds it has seen. Every reply carries it, so it
-// reads the newest generation from rewind's in-memory copy of the index
-// (NewestGeneration, O(1)) rather than listing every generation.
+// and the number of rewinds it has seen. Every reply carries it, so both
+// come from counts kept in memory (rewind.NewestGeneration,
+// journal.ResetCount), not from listing every generation and reset.
 func headOf(j *journal.Journal) (api.Head, error) {
 	h := api.Head{Seq: j.Head()}
 	_, id, ok, err := rewind.NewestGeneration(j)
@@ -333,11 +333,9 @@ func headOf(j *journal.Journal) (api.Head, error) {
 	if ok {
 		h.Gen = id
 	}
-	resets, err := j.Resets()
-	if err != nil {
+	if h.Epoch, err = j.ResetCount(); err != nil {
 		return h, err
 	}
-	h.Epoch = len(resets)
 	return h, nil
 }
 
