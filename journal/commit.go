@@ -124,8 +124,23 @@ func (j *Journal) commit(b *batch) error {
 			return err
 		}
 	}
+	var resets int
+	for _, it := range b.items {
+		if it.reset {
+			resets++
+		}
+	}
+	if resets > 0 {
+		// ResetCount must not count this batch's resets once in its scan
+		// and again here.
+		j.resetMu.Lock()
+		defer j.resetMu.Unlock()
+	}
 	if err := wb.Flush(); err != nil {
 		return err
+	}
+	if resets > 0 && j.resetKnown {
+		j.resetCount += resets
 	}
 	j.stats.commits.Add(1)
 	j.stats.records.Add(records)

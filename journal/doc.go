@@ -100,9 +100,11 @@
 //   - The store manifest, a small file beside the Badger directory
 //     (ManifestPath: dir + ".manifest"), holds the format version, the
 //     store id (also under "m/id" in Badger), the highest synced seq and
-//     the seq of the newest synced generation. After every db.Sync a
-//     writer goroutine rewrites it (temp file O_EXCL, fsync, rename,
-//     fsync of the directory; read with O_NOFOLLOW): at once, and before
+//     the seq of the newest synced generation, in two checksummed slots
+//     (manifest.go). After every db.Sync a writer goroutine writes the
+//     older slot in place and fdatasyncs it (a torn slot fails its
+//     checksum and the other still holds the previous marks; read with
+//     O_NOFOLLOW): at once, and before
 //     Sync returns, when a generation became durable; at most every
 //     100 ms when only the durable seq moved, so FUSE fsyncs do not pay
 //     for its fsyncs. It only ever claims what a completed sync made

@@ -47,6 +47,15 @@ type Journal struct {
 	shadow   *shadow
 	damage   []string
 	marks    *marks // nil when read-only
+
+	attached sync.Map // Attached: caches of packages above the journal
+
+	// ResetCount: the committed reset records, counted once and then
+	// kept by the committer (resetMu is held across a commit that
+	// writes one, so a count and a commit never interleave).
+	resetMu    sync.Mutex
+	resetKnown bool
+	resetCount int
 }
 
 // Stats are running counters, for benchmarks and `reynfs status`.
@@ -212,6 +221,22 @@ func (j *Journal) Objects() *cas.Badger { return j.objs }
 // DB returns the Badger database for packages that keep their own keys
 // under the prefixes doc.go reserves for them.
 func (j *Journal) DB() *badger.DB { return j.db }
+
+// Attached returns the value kept with j under key, made by mk on the
+// first call (key is a package's own unexported type, as for context
+// values). Packages above the journal keep in-memory copies of their own
+// Badger indexes here, such as rewind's generation index, so that a reply
+// that needs the newest generation does not scan the index each time. The
+// value lives as long as this open journal: the store lock allows one
+// writable open per store, so no other writer can make such a copy stale
+// behind its package's back.
+func (j *Journal) Attached(key any, mk func() any) any {
+	if v, ok := j.attached.Load(key); ok {
+		return v
+	}
+	v, _ := j.attached.LoadOrStore(key, mk())
+	return v
+}
 
 // Stats returns the running counters.
 func (j *Journal) Stats() Stats {

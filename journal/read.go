@@ -105,6 +105,32 @@ func (j *Journal) Resets() ([]*Record, error) {
 	return rs, nil
 }
 
+// ResetCount is len(Resets()) without reading them: every control reply
+// carries it (the head's epoch). Reset records are never dropped (not by
+// Truncate either), so after one count of the index the committer only
+// adds to it.
+func (j *Journal) ResetCount() (int, error) {
+	j.resetMu.Lock()
+	defer j.resetMu.Unlock()
+	if j.resetKnown {
+		return j.resetCount, nil
+	}
+	n := 0
+	err := j.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixReset}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("resets: %w", err)
+	}
+	j.resetKnown, j.resetCount = true, n
+	return n, nil
+}
+
 // Path returns the active-path resolver over every committed reset record.
 func (j *Journal) Path() (*Path, error) {
 	rs, err := j.Resets()

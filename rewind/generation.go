@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -125,31 +126,29 @@ func enqueue(j *journal.Journal, r *journal.Record, blobs []cas.Blob) error {
 }
 
 func indexGeneration(j *journal.Journal, seq uint64) error {
+	g := genIndexOf(j)
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	err := j.DB().Update(func(txn *badger.Txn) error { return txn.Set(genKey(seq), nil) })
 	if err != nil {
 		return fmt.Errorf("index generation %d: %w", seq, err)
 	}
+	if g.loaded {
+		g.addLocked(seq)
+	}
 	return nil
 }
 
-// Generations returns the seqs of the indexed generations, oldest first.
+// Generations returns the seqs of the indexed generations, oldest first
+// (a copy of genIndex's, which the caller may keep or change).
 func Generations(j *journal.Journal) ([]uint64, error) {
-	var out []uint64
-	err := j.DB().View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = []byte{genPrefix}
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			k := it.Item().Key()
-			if len(k) == 9 {
-				out = append(out, binary.BigEndian.Uint64(k[1:]))
-			}
-		}
-		return nil
-	})
-	return out, err
+	g := genIndexOf(j)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.loadLocked(j); err != nil {
+		return nil, err
+	}
+	return slices.Clone(g.seqs), nil
 }
 
 // Reindex indexes the generation records past the newest indexed one: a

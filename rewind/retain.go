@@ -2,6 +2,7 @@ package rewind
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -138,6 +139,8 @@ func Retain(j *journal.Journal, keep int, dry bool, extra ...cas.Hash) (*RetainR
 	// generations, records and objects; a crash midway leaves garbage,
 	// never a retained state that names a missing object.
 	if res.Floor > old {
+		// The dropped count changes with the index: reload the copy.
+		defer genIndexOf(j).reload()
 		dropped, err := droppedGens(j)
 		if err != nil {
 			return nil, err
@@ -180,12 +183,14 @@ func countBelow(j *journal.Journal, from, floor uint64) int {
 
 // unindexBelow removes the generation index entries below floor.
 func unindexBelow(j *journal.Journal, floor uint64) error {
-	seqs, err := Generations(j)
-	if err != nil {
+	g := genIndexOf(j)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.loadLocked(j); err != nil {
 		return err
 	}
-	return j.DB().Update(func(txn *badger.Txn) error {
-		for _, s := range seqs {
+	err := j.DB().Update(func(txn *badger.Txn) error {
+		for _, s := range g.seqs {
 			if s < floor {
 				if err := txn.Delete(genKey(s)); err != nil {
 					return err
@@ -194,6 +199,8 @@ func unindexBelow(j *journal.Journal, floor uint64) error {
 		}
 		return nil
 	})
+	g.loaded, g.seqs, g.recs = false, nil, nil // reloaded (with the new dropped count) on next use
+	return err
 }
 
 // checkRetained refuses a state whose replay would start below the floor.
@@ -210,18 +217,14 @@ func checkRetained(j *journal.Journal, x, base uint64) error {
 
 // GenerationID returns the id (the N of gN) of the generation at seq.
 func GenerationID(j *journal.Journal, seq uint64) (int, error) {
-	seqs, err := Generations(j)
-	if err != nil {
+	g := genIndexOf(j)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.loadLocked(j); err != nil {
 		return 0, err
 	}
-	dropped, err := droppedGens(j)
-	if err != nil {
-		return 0, err
-	}
-	for i, s := range seqs {
-		if s == seq {
-			return dropped + i + 1, nil
-		}
+	if i, found := slices.BinarySearch(g.seqs, seq); found {
+		return g.dropped + i + 1, nil
 	}
 	return 0, fmt.Errorf("%w: no generation at seq %d", ErrTarget, seq)
 }

@@ -323,23 +323,21 @@ func (d *Daemon) checkpoint(p api.CheckpointParams, o agents.Origin) (*api.Check
 }
 
 // headOf is where the store stands: its newest record, newest generation
-// and the number of rewinds it has seen.
+// and the number of rewinds it has seen. Every reply carries it, so both
+// come from counts kept in memory (rewind.NewestGeneration,
+// journal.ResetCount), not from listing every generation and reset.
 func headOf(j *journal.Journal) (api.Head, error) {
 	h := api.Head{Seq: j.Head()}
-	seqs, err := rewind.Generations(j)
+	_, id, ok, err := rewind.NewestGeneration(j)
 	if err != nil {
 		return h, err
 	}
-	if len(seqs) > 0 {
-		if h.Gen, err = rewind.GenerationID(j, seqs[len(seqs)-1]); err != nil {
-			return h, err
-		}
+	if ok {
+		h.Gen = id
 	}
-	resets, err := j.Resets()
-	if err != nil {
+	if h.Epoch, err = j.ResetCount(); err != nil {
 		return h, err
 	}
-	h.Epoch = len(resets)
 	return h, nil
 }
 
