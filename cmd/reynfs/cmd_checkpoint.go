@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
-	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
 
 func newCheckpointCommand() *cobra.Command {
@@ -33,7 +32,7 @@ func newCheckpointCommand() *cobra.Command {
 				return err
 			}
 			var resp api.CheckpointResult
-			if err := daemon.Call(cmd.Context(), store, api.CheckpointParams{Label: label, Kind: kind}, &resp, time.Minute); err != nil {
+			if err := callDaemon(cmd.Context(), dir, store, api.CheckpointParams{Label: label, Kind: kind}, &resp, time.Minute); err != nil {
 				return err
 			}
 			if asJSON {

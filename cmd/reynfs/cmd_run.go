@@ -64,7 +64,7 @@ stderr (implies --json), to keep them apart from CMD's stderr as well.
 				defer out.close()
 			}
 			var st api.RunStartResult
-			if err := daemon.Call(cmd.Context(), store, api.RunStartParams{Agent: agent, Label: label, OnRewind: onRewind}, &st, time.Minute); err != nil {
+			if err := callDaemon(cmd.Context(), dir, store, api.RunStartParams{Agent: agent, Label: label, OnRewind: onRewind}, &st, time.Minute); err != nil {
 				return err
 			}
 			// Caught before CMD starts, so that none is lost in between.
@@ -141,7 +141,7 @@ func newRunsCommand() *cobra.Command {
 				return err
 			}
 			var r api.RunsResult
-			if err := daemon.Call(cmd.Context(), store, api.RunsParams{}, &r, time.Minute); err != nil {
+			if err := callDaemon(cmd.Context(), dir, store, api.RunsParams{}, &r, time.Minute); err != nil {
 				return err
 			}
 			if asJSON {

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+)
+
+// TestNotServed: with no daemon, a directory never mounted is named as
+// no workspace (not as a store nobody serves), an unmounted one as not
+// mounted; both keep exit 5 and say what to run.
+func TestNotServed(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(t.TempDir(), "store")
+	base := fmt.Errorf("%w (%s)", daemon.ErrNotRunning, store)
+
+	err := notServed(base, dir, store)
+	if msg := err.Error(); !strings.Contains(msg, dir+" is not a reynfs workspace") || !strings.Contains(msg, "'reynfs mount DIR' makes one") {
+		t.Errorf("no store: %q", msg)
+	}
+	if code := exitCode(err); code != exitNoDaemon {
+		t.Errorf("no store: exit %d, want %d", code, exitNoDaemon)
+	}
+
+	if err := os.MkdirAll(daemon.DBPath(store), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = notServed(base, dir, store)
+	if msg := err.Error(); !strings.Contains(msg, dir+" is not mounted") {
+		t.Errorf("unmounted store: %q", msg)
+	}
+	if code := exitCode(err); code != exitNoDaemon {
+		t.Errorf("unmounted store: exit %d, want %d", code, exitNoDaemon)
+	}
+
+	other := fmt.Errorf("%w: bad", errUsage)
+	if got := notServed(other, dir, store); got != other {
+		t.Errorf("another error was rewritten: %v", got)
+	}
+}
