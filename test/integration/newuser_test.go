@@ -1,0 +1,72 @@
+package integration
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// newuserRunIDs is the IDs 'reynfs runs --json' lists, oldest first.
+func newuserRunIDs(t *testing.T, m *Mount) []string {
+	t.Helper()
+	r := m.Run("runs", "--json", "--dir", m.Dir)
+	if r.Code != 0 {
+		t.Fatalf("runs --json: exit %d: %s", r.Code, r.Stderr)
+	}
+	var res struct {
+		Runs []struct {
+			ID string `json:"id"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("runs --json: %v: %s", err, r.Stdout)
+	}
+	var ids []string
+	for _, x := range res.Runs {
+		ids = append(ids, x.ID)
+	}
+	return ids
+}
+
+// TestNewuserLogRunUnknown: 'reynfs log --run ID' with an ID no record
+// and no run has (a typo, a prefix) is refused with exit 2; it printed
+// an empty log, as if the run had changed nothing. A run that wrote
+// nothing is still listed without error, and a real one shows its records.
+func TestNewuserLogRunUnknown(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
+	m := mountProject(t, dir)
+
+	if r := m.Run("run", "--dir", m.Dir, "--", "sh", "-c", "echo hi > "+filepath.Join(m.Dir, "r.txt")); r.Code != 0 {
+		t.Fatalf("run: exit %d: %s", r.Code, r.Stderr)
+	}
+	if r := m.Run("run", "--dir", m.Dir, "--", "true"); r.Code != 0 {
+		t.Fatalf("run true: exit %d: %s", r.Code, r.Stderr)
+	}
+	ids := newuserRunIDs(t, m)
+	if len(ids) != 2 {
+		t.Fatalf("runs: %q, want 2", ids)
+	}
+	var writer, idle string
+	for _, id := range ids {
+		r := m.Run("log", "--dir", m.Dir, "--run", id)
+		if r.Code != 0 {
+			t.Fatalf("log --run %s: exit %d: %s", id, r.Code, r.Stderr)
+		}
+		if strings.Contains(r.Stdout, "r.txt") {
+			writer = id
+		} else {
+			idle = id
+		}
+	}
+	if writer == "" || idle == "" {
+		t.Fatalf("log --run: no run shows r.txt, or both do (runs %q)", ids)
+	}
+	for _, bad := range []string{"1", writer[:4], "nosuchrun"} {
+		r := m.Run("log", "--dir", m.Dir, "--run", bad)
+		if r.Code != 2 || !strings.Contains(r.Stderr, "no such run") || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
+			t.Errorf("log --run %s: exit %d, stdout %q, stderr %q; want exit 2 and one line 'no such run'", bad, r.Code, r.Stdout, r.Stderr)
+		}
+	}
+}
