@@ -58,8 +58,8 @@ func notServed(err error, dir, store string) error {
 	if !errors.Is(err, daemon.ErrNotRunning) {
 		return err
 	}
-	if _, ok := daemon.MountOfStore(store); ok {
-		return err // a mount is there: its own message (stale, hung) says more
+	if m, ok := daemon.MountOfStore(store); ok {
+		return daemon.Unanswered(m) // dead or hung: say so, and the fix (exit 6)
 	}
 	if abs, aerr := filepath.Abs(dir); aerr == nil {
 		dir = abs

@@ -70,3 +70,31 @@ func TestNewuserLogRunUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestNewuserDeadDaemonSaysStale: with the daemon killed, checkpoint and
+// runs said "no reynfs daemon is serving this store" (exit 5) where
+// status and log say "daemon dead, mount stale" with the fix (exit 6);
+// and unmount of a workspace not mounted now says so.
+func TestNewuserDeadDaemonSaysStale(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
+	m := mountProject(t, dir)
+	m.Kill9()
+	for _, args := range [][]string{
+		{"checkpoint", "--dir", m.Dir, "--store", m.Store},
+		{"runs", "--dir", m.Dir, "--store", m.Store},
+		{"status", m.Dir, "--store", m.Store},
+	} {
+		r := m.Run(args...)
+		if r.Code != 6 || !strings.Contains(r.Stderr, "daemon dead, mount stale") || !strings.Contains(r.Stderr, "reynfs unmount") {
+			t.Errorf("%q on a dead daemon: exit %d, stderr %q; want exit 6 'daemon dead, mount stale' and the fix", args, r.Code, r.Stderr)
+		}
+	}
+	if r := m.Run("unmount", m.Dir, "--store", m.Store); r.Code != 0 {
+		t.Fatalf("unmount of the stale mount: exit %d: %s", r.Code, r.Stderr)
+	}
+	r := m.Run("unmount", m.Dir, "--store", m.Store)
+	if r.Code != 5 || !strings.Contains(r.Stderr, m.Dir+" is not mounted") {
+		t.Errorf("unmount again: exit %d, stderr %q; want exit 5 '%s is not mounted'", r.Code, r.Stderr, m.Dir)
+	}
+}
