@@ -39,7 +39,7 @@ func newCheckpointCommand() *cobra.Command {
 				return printJSON(resp)
 			}
 			g := resp.Generation
-			fmt.Printf("g%d at seq %d (%s) %q root %s in %s\n", g.ID, g.Seq, g.Kind, g.Label, g.Root[:12], g.Took.Round(10_000))
+			fmt.Println(checkpointLine(g))
 			return nil
 		},
 	}
@@ -49,4 +49,14 @@ func newCheckpointCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the generation as JSON")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
+}
+
+// checkpointLine is what checkpoint prints: without -m it leaves the
+// label out, where it printed an empty one ("g3 at seq 5 (manual) "" root …").
+func checkpointLine(g *api.Gen) string {
+	label := ""
+	if g.Label != "" {
+		label = fmt.Sprintf(" %q", g.Label)
+	}
+	return fmt.Sprintf("g%d at seq %d (%s)%s root %s in %s", g.ID, g.Seq, g.Kind, label, g.Root[:12], g.Took.Round(10_000))
 }
