@@ -37,6 +37,16 @@ the records) that changed them, a directory with everything below it; --exclude 
 		Args: usageArgs(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if graph {
+				// The graph draws generations alone: these flags were
+				// silently ignored ('log --graph --json' printed the graph).
+				for _, f := range []string{"json", "wal", "run", "exclude"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("%w: log --graph does not take --%s (the graph shows generations only; use 'reynfs log --%s')", errUsage, f, f)
+					}
+				}
+				if len(args) > 0 {
+					return fmt.Errorf("%w: log --graph does not take paths (the graph shows generations only)", errUsage)
+				}
 				return printGraph(cmd.Context(), o, dir)
 			}
 			before, after := pathArgs(cmd, args)

@@ -25,6 +25,10 @@ func TestUnknownCommandOrFlag(t *testing.T) {
 		{[]string{"export", "g1", "d", "e"}, `export: unexpected argument "e" (usage: reynfs export X DIR)`},
 		{[]string{"agent", "save"}, "agent save: missing argument (usage: reynfs agent save NAME [FILE])"},
 		{[]string{"branch", "a", "b", "c"}, `branch: unexpected argument "c"`},
+		{[]string{"completion", "bogus"}, `unknown command "bogus" for "reynfs completion"`},
+		{[]string{"log", "--graph", "--json"}, "log --graph does not take --json"},
+		{[]string{"log", "--graph", "--wal"}, "log --graph does not take --wal"},
+		{[]string{"log", "--graph", "--", "src"}, "log --graph does not take paths"},
 	} {
 		root := newRootCommand()
 		root.SetArgs(c.args)
