@@ -64,6 +64,14 @@ func notServed(err error, dir, store string) error {
 	if abs, aerr := filepath.Abs(dir); aerr == nil {
 		dir = abs
 	}
+	// With --store naming another store than dir's own, dir is not what
+	// the message is about: 'status --store /typo' inside a workspace.
+	if def, derr := daemon.DefaultStore(dir); derr != nil || def != store {
+		if checkStoreExists(dir, store) != nil {
+			return &explainedError{fmt.Sprintf("no reynfs store in %s: 'reynfs mount DIR --store %s' makes one", store, store), err}
+		}
+		return &explainedError{fmt.Sprintf("the workspace of store %s is not mounted: 'reynfs mount DIR --store %s' first", store, store), err}
+	}
 	if checkStoreExists(dir, store) != nil {
 		return &explainedError{fmt.Sprintf("%s is not a reynfs workspace (no store in %s): 'reynfs mount DIR' makes one", dir, store), err}
 	}

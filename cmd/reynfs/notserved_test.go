@@ -14,11 +14,21 @@ import (
 // no workspace (not as a store nobody serves), an unmounted one as not
 // mounted; both keep exit 5 and say what to run.
 func TestNotServed(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	dir := t.TempDir()
-	store := filepath.Join(t.TempDir(), "store")
+	store, err := daemon.DefaultStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	base := fmt.Errorf("%w (%s)", daemon.ErrNotRunning, store)
 
-	err := notServed(base, dir, store)
+	// --store naming another store: the message is about that store.
+	other := filepath.Join(t.TempDir(), "typo")
+	if msg := notServed(base, dir, other).Error(); msg != "no reynfs store in "+other+": 'reynfs mount DIR --store "+other+"' makes one" {
+		t.Errorf("--store elsewhere: %q", msg)
+	}
+
+	err = notServed(base, dir, store)
 	if msg := err.Error(); !strings.Contains(msg, dir+" is not a reynfs workspace") || !strings.Contains(msg, "'reynfs mount DIR' makes one") {
 		t.Errorf("no store: %q", msg)
 	}
@@ -37,8 +47,8 @@ func TestNotServed(t *testing.T) {
 		t.Errorf("unmounted store: exit %d, want %d", code, exitNoDaemon)
 	}
 
-	other := fmt.Errorf("%w: bad", errUsage)
-	if got := notServed(other, dir, store); got != other {
+	usage := fmt.Errorf("%w: bad", errUsage)
+	if got := notServed(usage, dir, store); got != usage {
 		t.Errorf("another error was rewritten: %v", got)
 	}
 }

@@ -94,7 +94,7 @@ func TestNewuserDeadDaemonSaysStale(t *testing.T) {
 		t.Fatalf("unmount of the stale mount: exit %d: %s", r.Code, r.Stderr)
 	}
 	r := m.Run("unmount", m.Dir, "--store", m.Store)
-	if r.Code != 5 || !strings.Contains(r.Stderr, m.Dir+" is not mounted") {
-		t.Errorf("unmount again: exit %d, stderr %q; want exit 5 '%s is not mounted'", r.Code, r.Stderr, m.Dir)
+	if r.Code != 5 || !strings.Contains(r.Stderr, "store "+m.Store+" is not mounted") {
+		t.Errorf("unmount again: exit %d, stderr %q; want exit 5 'the workspace of store %s is not mounted'", r.Code, r.Stderr, m.Store)
 	}
 }
