@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/agents/hooks"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
 
@@ -50,5 +53,19 @@ func TestNotServed(t *testing.T) {
 	usage := fmt.Errorf("%w: bad", errUsage)
 	if got := notServed(usage, dir, store); got != usage {
 		t.Errorf("another error was rewritten: %v", got)
+	}
+}
+
+// TestHookOutsideWorkspace: a hook fired in a directory that was never
+// mounted says so, on one line, rather than naming a store that does not
+// exist.
+func TestHookOutsideWorkspace(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), hookDeadline)
+	defer cancel()
+	err := callAll(ctx, storeOptions{}, "claude", &hooks.Payload{Cwd: dir}, []api.Params{api.CheckpointParams{Kind: "turn"}})
+	if err == nil || !strings.Contains(err.Error(), "hook claude checkpoint: "+dir+" is not a reynfs workspace") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("hook outside a workspace: %v", err)
 	}
 }
