@@ -98,3 +98,28 @@ func TestNewuserDeadDaemonSaysStale(t *testing.T) {
 		t.Errorf("unmount again: exit %d, stderr %q; want exit 5 'the workspace of store %s is not mounted'", r.Code, r.Stderr, m.Store)
 	}
 }
+
+// TestNewuserCheckoutLabel: 'reynfs checkout LABEL' (a label, gN or a
+// seq, not a branch) said only 'no branch "LABEL" (see reynfs branch)';
+// it now names the command that goes there. Nothing moves.
+func TestNewuserCheckoutLabel(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
+	m := mountProject(t, dir)
+	if r := m.Run("checkpoint", "--dir", m.Dir, "-m", "tests pass"); r.Code != 0 {
+		t.Fatalf("checkpoint: exit %d: %s", r.Code, r.Stderr)
+	}
+	for target, want := range map[string]string{
+		"tests pass": "to go there: reynfs rewind 'tests pass'",
+		"g1":         "to go there: reynfs rewind g1",
+		"nosuch":     "no branch \"nosuch\" (see 'reynfs branch')",
+	} {
+		r := m.Run("checkout", "--dir", m.Dir, target)
+		if r.Code != 2 || !strings.Contains(r.Stderr, want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
+			t.Errorf("checkout %q: exit %d, stderr %q; want exit 2 and one line with %q", target, r.Code, r.Stderr, want)
+		}
+	}
+	if r := m.Run("op", "log", "--dir", m.Dir); r.Code != 0 || strings.Contains(r.Stdout, "checkout") {
+		t.Errorf("a refused checkout moved the workspace: op log exit %d:\n%s", r.Code, r.Stdout)
+	}
+}
