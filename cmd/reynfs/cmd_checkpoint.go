@@ -22,7 +22,7 @@ func newCheckpointCommand() *cobra.Command {
 			switch kind {
 			case "turn", "tool", "plan-step", "phase", "manual":
 			default:
-				return fmt.Errorf("%w: --kind %q: want turn, tool, plan-step, phase or manual", errUsage, kind)
+				return fmt.Errorf("%w: checkpoint --kind %q: want turn, tool, plan-step, phase or manual", errUsage, kind)
 			}
 			if cmd.Flags().Changed("message") && label == "" {
 				return fmt.Errorf("%w: checkpoint -m '': a label must not be empty (leave -m out for none)", errUsage)

@@ -52,7 +52,7 @@ stderr (implies --json), to keep them apart from CMD's stderr as well.
 		Annotations: map[string]string{annotationCleansUp: "run"}, // waits for CMD after a signal
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := agents.ParsePolicy(onRewind); err != nil {
-				return fmt.Errorf("%w: --on-rewind: %v", errUsage, err)
+				return fmt.Errorf("%w: run --on-rewind %q: want kill, freeze or keep", errUsage, onRewind)
 			}
 			if err := findCommand(args[0]); err != nil {
 				return err
