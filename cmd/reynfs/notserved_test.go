@@ -69,3 +69,14 @@ func TestHookOutsideWorkspace(t *testing.T) {
 		t.Errorf("hook outside a workspace: %v", err)
 	}
 }
+
+// TestNoStoreNamesAbsoluteDir: "no reynfs store for ." said nothing of
+// where the user stood.
+func TestNoStoreNamesAbsoluteDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	err := checkStoreExists(".", filepath.Join(dir, "nostore"))
+	if err == nil || !strings.Contains(err.Error(), "no reynfs store for "+dir+" ") || exitCode(err) != exitUsage {
+		t.Errorf("%v", err)
+	}
+}
