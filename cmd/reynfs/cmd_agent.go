@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -44,8 +46,11 @@ NAME' prints the state NAME had saved at X.
 			} else {
 				data, err = io.ReadAll(io.LimitReader(os.Stdin, agents.MaxState+1))
 			}
-			if err != nil {
-				return fmt.Errorf("%w: %v", errUsage, err)
+			if err != nil { // "agent save: read FILE: …", not a bare "open FILE: …"
+				if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+					return fmt.Errorf("%w: agent save: read %s: %v", errUsage, pe.Path, pe.Err)
+				}
+				return fmt.Errorf("%w: agent save: %v", errUsage, err)
 			}
 			var resp api.SeqResult
 			if err := call(cmd.Context(), o, dir, api.AgentSaveParams{Name: args[0], Data: data}, &resp); err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
-	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 )
 
 func newCheckpointCommand() *cobra.Command {
@@ -23,7 +22,7 @@ func newCheckpointCommand() *cobra.Command {
 			switch kind {
 			case "turn", "tool", "plan-step", "phase", "manual":
 			default:
-				return fmt.Errorf("%w: --kind %q: want turn, tool, plan-step, phase or manual", errUsage, kind)
+				return fmt.Errorf("%w: checkpoint --kind %q: want turn, tool, plan-step, phase or manual", errUsage, kind)
 			}
 			if cmd.Flags().Changed("message") && label == "" {
 				return fmt.Errorf("%w: checkpoint -m '': a label must not be empty (leave -m out for none)", errUsage)
@@ -33,14 +32,14 @@ func newCheckpointCommand() *cobra.Command {
 				return err
 			}
 			var resp api.CheckpointResult
-			if err := daemon.Call(cmd.Context(), store, api.CheckpointParams{Label: label, Kind: kind}, &resp, time.Minute); err != nil {
+			if err := callDaemon(cmd.Context(), dir, store, api.CheckpointParams{Label: label, Kind: kind}, &resp, time.Minute); err != nil {
 				return err
 			}
 			if asJSON {
 				return printJSON(resp)
 			}
 			g := resp.Generation
-			fmt.Printf("g%d at seq %d (%s) %q root %s in %s\n", g.ID, g.Seq, g.Kind, g.Label, g.Root[:12], g.Took.Round(10_000))
+			fmt.Println(checkpointLine(g))
 			return nil
 		},
 	}
@@ -50,4 +49,14 @@ func newCheckpointCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the generation as JSON")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
+}
+
+// checkpointLine is what checkpoint prints: without -m it leaves the
+// label out, where it printed an empty one ("g3 at seq 5 (manual) "" root …").
+func checkpointLine(g *api.Gen) string {
+	label := ""
+	if g.Label != "" {
+		label = fmt.Sprintf(" %q", g.Label)
+	}
+	return fmt.Sprintf("g%d at seq %d (%s)%s root %s in %s", g.ID, g.Seq, g.Kind, label, g.Root[:12], g.Took.Round(10_000))
 }

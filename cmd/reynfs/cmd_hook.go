@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -98,6 +99,12 @@ func callAll(ctx context.Context, o storeOptions, tool string, p *hooks.Payload,
 			return fmt.Errorf("hook %s: %s: gave up after %s", tool, c.Method(), hookDeadline)
 		}
 		if err := daemon.Call(ctx, store, c, nil, left); err != nil {
+			// Not mounted at all: say so in the user's words. A mount
+			// that is there is not probed (a hung one could outlast the
+			// hook's deadline).
+			if _, mounted := daemon.MountOfStore(store); errors.Is(err, daemon.ErrNotRunning) && !mounted {
+				err = notServed(err, dir, store)
+			}
 			return fmt.Errorf("hook %s %s: %w", tool, c.Method(), err)
 		}
 	}

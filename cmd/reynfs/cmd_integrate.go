@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -56,6 +57,16 @@ done to each (created, updated, removed or unchanged).
 // integrate merges (or removes) tool's hooks in the project dir and says
 // what it did to which file.
 func integrate(tool, dir string, remove bool) ([]api.IntegrateFile, error) {
+	if !strings.Contains(" claude codex gemini cursor openhands cline aider ", " "+tool+" ") {
+		return nil, fmt.Errorf("%w: integrate %q: want claude, codex, gemini, cursor, cline, openhands or aider", errUsage, tool)
+	}
+	// The project must exist: 'integrate claude --dir /typo' created
+	// /typo/.claude/settings.json, directories and all.
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("%w: integrate %s: %s: no such directory", errUsage, tool, dir)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%w: integrate %s: %s: not a directory", errUsage, tool, dir)
+	}
 	var path string
 	var merge func([]byte, bool) ([]byte, error)
 	switch tool {

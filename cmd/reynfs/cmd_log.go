@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -36,6 +37,16 @@ the records) that changed them, a directory with everything below it; --exclude 
 		Args: usageArgs(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if graph {
+				// The graph draws generations alone: these flags were
+				// silently ignored ('log --graph --json' printed the graph).
+				for _, f := range []string{"json", "wal", "run", "exclude"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("%w: log --graph does not take --%s (the graph shows generations only; use 'reynfs log --%s')", errUsage, f, f)
+					}
+				}
+				if len(args) > 0 {
+					return fmt.Errorf("%w: log --graph does not take paths (the graph shows generations only)", errUsage)
+				}
 				return printGraph(cmd.Context(), o, dir)
 			}
 			before, after := pathArgs(cmd, args)
@@ -49,6 +60,9 @@ the records) that changed them, a directory with everything below it; --exclude 
 			var resp api.LogReply
 			if err := call(cmd.Context(), o, dir, api.LogParams{All: all, WAL: wal, Run: run, Paths: paths, Exclude: exclude}, &resp); err != nil {
 				return err
+			}
+			if run != "" && !mentionsRun(resp.Log, run) && !knownRun(cmd.Context(), o, dir, run) {
+				return fmt.Errorf("%w: log --run %s: no such run: no record names it and the daemon has none (IDs as 'reynfs runs' lists them)", errUsage, run)
 			}
 			if asJSON {
 				return printJSON(resp.Log)
@@ -121,4 +135,40 @@ func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// mentionsRun reports whether a generation or record of l names run.
+func mentionsRun(l *daemon.LogResult, run string) bool {
+	for _, g := range l.Gens {
+		if g.Run == run {
+			return true
+		}
+		for _, r := range g.Records {
+			if r.Run == run {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// knownRun reports whether the workspace's daemon lists run: one that
+// wrote nothing yet has no record, and 'log --run' of it is no mistake.
+// A typo ('--run 1', a prefix) matches neither and is refused, where it
+// used to print an empty log as if the run had done nothing.
+func knownRun(ctx context.Context, o storeOptions, dir, run string) bool {
+	store, err := findStore(o, dir)
+	if err != nil {
+		return false
+	}
+	var r api.RunsResult
+	if daemon.Call(ctx, store, api.RunsParams{}, &r, 10*time.Second) != nil {
+		return false
+	}
+	for _, i := range r.Runs {
+		if i.ID == run {
+			return true
+		}
+	}
+	return false
 }

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -50,7 +52,10 @@ stderr (implies --json), to keep them apart from CMD's stderr as well.
 		Annotations: map[string]string{annotationCleansUp: "run"}, // waits for CMD after a signal
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := agents.ParsePolicy(onRewind); err != nil {
-				return fmt.Errorf("%w: --on-rewind: %v", errUsage, err)
+				return fmt.Errorf("%w: run --on-rewind %q: want kill, freeze or keep", errUsage, onRewind)
+			}
+			if err := findCommand(args[0]); err != nil {
+				return err
 			}
 			store, err := findStore(o, dir)
 			if err != nil {
@@ -64,7 +69,7 @@ stderr (implies --json), to keep them apart from CMD's stderr as well.
 				defer out.close()
 			}
 			var st api.RunStartResult
-			if err := daemon.Call(cmd.Context(), store, api.RunStartParams{Agent: agent, Label: label, OnRewind: onRewind}, &st, time.Minute); err != nil {
+			if err := callDaemon(cmd.Context(), dir, store, api.RunStartParams{Agent: agent, Label: label, OnRewind: onRewind}, &st, time.Minute); err != nil {
 				return err
 			}
 			// Caught before CMD starts, so that none is lost in between.
@@ -141,7 +146,7 @@ func newRunsCommand() *cobra.Command {
 				return err
 			}
 			var r api.RunsResult
-			if err := daemon.Call(cmd.Context(), store, api.RunsParams{}, &r, time.Minute); err != nil {
+			if err := callDaemon(cmd.Context(), dir, store, api.RunsParams{}, &r, time.Minute); err != nil {
 				return err
 			}
 			if asJSON {
@@ -167,4 +172,21 @@ func newRunsCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	return cmd
+}
+
+// findCommand refuses, as a shell does (127 not found, 126 not
+// executable), a CMD that cannot start, before a run is registered for
+// it: 'reynfs run -- /no/such' printed Go's "launch: fork/exec /no/such:
+// no such file or directory" and left an exited run behind.
+func findCommand(name string) error {
+	_, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return &codedError{msg: fmt.Sprintf("run: %s: command not found", name), code: 127}
+	case errors.Is(err, fs.ErrPermission):
+		return &codedError{msg: fmt.Sprintf("run: %s: permission denied", name), code: 126}
+	}
+	return &codedError{msg: fmt.Sprintf("run: %s: %v", name, errors.Unwrap(err)), code: 126}
 }

@@ -57,7 +57,7 @@ func runStatus(ctx context.Context, o storeOptions, dir string, asJSON bool) err
 		} else if exitCode(serr) == exitStore {
 			return serr // a damaged store says so, not "not running"
 		}
-		return err
+		return notServed(err, dir, store)
 	}
 	if err != nil {
 		return err

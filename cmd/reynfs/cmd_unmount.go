@@ -52,7 +52,7 @@ func runUnmount(ctx context.Context, o storeOptions, dir string, asJSON bool) er
 	if errors.Is(err, daemon.ErrNotRunning) || errors.Is(err, os.ErrDeadlineExceeded) {
 		m, ok := daemon.MountOfStore(store)
 		if !ok {
-			return err
+			return notServed(err, dir, store) // "DIR is not mounted", not "no daemon serves STORE"
 		}
 		what, err := daemon.CleanStale(m)
 		if err != nil {

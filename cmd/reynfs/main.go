@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -204,16 +205,53 @@ journal record with a global sequence number and all content is stored once, by 
 		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand(), newVersionCommand())
 	root.AddCommand(newUndoCommand(), newRedoCommand(), newOpCommand(), newBranchCommand(), newCheckoutCommand())
 	root.AddCommand(newTimelineCommand())
+	// Added now rather than by cobra at Execute, so that unknownSubcommands
+	// sees it: 'reynfs completion bogus' printed the help and exited 0.
+	root.InitDefaultCompletionCmd()
 	unknownSubcommands(root)
 	return root
 }
 
 // usageArgs wraps cobra's argument checks so they exit with exitUsage.
+// A wrong count is said in the command's words, with its usage line:
+// cobra's own "accepts 1 arg(s), received 0" names neither the command
+// nor what was missing.
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if err := check(cmd, args); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+		err := check(cmd, args)
+		if err == nil {
+			return nil
 		}
-		return nil
+		msg := err.Error()
+		if !strings.Contains(msg, "arg(s)") { // NoArgs: "unknown command X for Y" says it already
+			return fmt.Errorf("%w: %s", errUsage, msg)
+		}
+		what := "missing argument"
+		if most := countBefore(msg, " arg(s)"); len(args) > most {
+			what = fmt.Sprintf("unexpected argument %q", args[most])
+		}
+		return fmt.Errorf("%w: %s%s (usage: %s)", errUsage, commandPrefix(cmd), what, strings.TrimSuffix(cmd.UseLine(), " [flags]"))
 	}
+}
+
+// countBefore is the number just before suffix in cobra's argument-count
+// message: the count, or the most, the command accepts ("accepts between
+// 1 and 2 arg(s)" gives 2).
+func countBefore(msg, suffix string) int {
+	head, _, _ := strings.Cut(msg, suffix)
+	digits := len(head)
+	for digits > 0 && head[digits-1] >= '0' && head[digits-1] <= '9' {
+		digits--
+	}
+	n, _ := strconv.Atoi(head[digits:])
+	return n
+}
+
+// commandPrefix is "agent save: " for a subcommand's error, so that a
+// message names the command it is about, as every other error does.
+func commandPrefix(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return ""
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") + ": "
 }

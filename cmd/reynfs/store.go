@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/rs/zerolog"
 
@@ -23,6 +24,9 @@ func checkStoreExists(dir, store string) error {
 	db := daemon.DBPath(store)
 	if _, err := os.Stat(db); err != nil {
 		if _, merr := os.Lstat(journal.ManifestPath(db)); merr != nil {
+			if abs, err := filepath.Abs(dir); err == nil {
+				dir = abs // "no reynfs store for /src/app", not "for ."
+			}
 			return fmt.Errorf("%w: no reynfs store for %s (looked in %s); mount it first", errUsage, dir, store)
 		}
 	}

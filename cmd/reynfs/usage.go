@@ -56,7 +56,7 @@ func flagError(cmd *cobra.Command, err error) error {
 			msg += "; did you mean " + strings.Join(near, " or ") + "?"
 		}
 	}
-	return fmt.Errorf("%w: %s", errUsage, msg)
+	return fmt.Errorf("%w: %s%s", errUsage, commandPrefix(cmd), msg)
 }
 
 // editDistance is the Levenshtein distance of a and b (bytes).

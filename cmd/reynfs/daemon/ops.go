@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/rewind"
@@ -155,6 +156,10 @@ func (s *Service) checkout(d *Daemon, p api.CheckoutParams) (*api.RewindResult, 
 		return nil, err
 	}
 	if !ok {
+		// A label, gN or seq is a target, not a branch: say which command takes it.
+		if _, rerr := rewind.Resolve(s.J, p.Name); rerr == nil {
+			return nil, fmt.Errorf("%w: checkout: no branch %q; it names a point on the timeline; to go there: reynfs rewind %s", rewind.ErrTarget, p.Name, shellQuote(p.Name))
+		}
 		return nil, fmt.Errorf("%w: checkout: no branch %q (see 'reynfs branch')", rewind.ErrTarget, p.Name)
 	}
 	if _, err := rewind.Resolve(s.J, fmt.Sprint(seq)); err != nil { // retained?
@@ -169,4 +174,12 @@ func (s *Service) checkout(d *Daemon, p api.CheckoutParams) (*api.RewindResult, 
 		return &api.RewindResult{Rewind: res}, err
 	}
 	return s.rewindAs(d, seq, p.NoCancel, "checkout "+p.Name)
+}
+
+// shellQuote is name as a reader would type it in a command line.
+func shellQuote(name string) string {
+	if name != "" && strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@~+") == "" {
+		return name
+	}
+	return "'" + strings.ReplaceAll(name, "'", `'\''`) + "'"
 }
