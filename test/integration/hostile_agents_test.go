@@ -1,10 +1,15 @@
 package integration
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestIntegrateRefusesPlantedLinks: someone who can write in the project
@@ -62,6 +67,52 @@ func TestIntegrateRefusesPlantedLinks(t *testing.T) {
 			if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 				t.Errorf("%v replaced the link %s: %v", args, c.link, err)
 			}
+		}
+	}
+}
+
+// TestHookStdinBounded: an agent CLI waits for its hook, so 'reynfs hook'
+// must exit 0 (with the tool's required reply) within its two-second
+// budget whatever is on stdin: a pipe never closed, or an endless stream.
+func TestHookStdinBounded(t *testing.T) {
+	env := testEnv(t)
+	for _, feed := range []string{"never closed", "endless"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		cmd := exec.CommandContext(ctx, reynfsBin, "hook", "cline", "--store", t.TempDir())
+		cmd.Env, cmd.Dir = env, t.TempDir()
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		var w *os.File
+		if feed == "never closed" {
+			r, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stdin, w = r, pw
+			defer r.Close()
+		} else {
+			zero, err := os.Open("/dev/zero")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer zero.Close()
+			cmd.Stdin = zero
+		}
+		start := time.Now()
+		err := cmd.Run()
+		took, killed := time.Since(start), ctx.Err()
+		cancel()
+		if w != nil {
+			w.Close()
+		}
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee) || err != nil || killed != nil:
+			t.Errorf("hook with stdin %s: %v after %s (stderr %q); want exit 0", feed, err, took, se.String())
+		case took > 5*time.Second:
+			t.Errorf("hook with stdin %s took %s; want within its 2s budget", feed, took)
+		case so.String() != "{\"cancel\":false}\n" || strings.Count(se.String(), "\n") != 1:
+			t.Errorf("hook with stdin %s: stdout %q stderr %q; want cline's reply and one line", feed, so.String(), se.String())
 		}
 	}
 }
