@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"io"
 	"os"
 
@@ -54,7 +55,7 @@ NAME' prints the state NAME had saved at X.
 			if asJSON {
 				return printJSON(resp)
 			}
-			fmt.Printf("saved %s (%d bytes) at seq %d\n", args[0], len(data), resp.Seq)
+			termsafe.Printf("saved %s (%d bytes) at seq %d\n", args[0], len(data), resp.Seq)
 			return nil
 		},
 	}
@@ -91,7 +92,7 @@ NAME' prints the state NAME had saved at X.
 				return printJSON(resp.Agents)
 			}
 			for _, a := range resp.Agents {
-				fmt.Printf("%-24s %s\n", a.Name, a.State.Short())
+				termsafe.Printf("%-24s %s\n", a.Name, a.State.Short())
 			}
 			return nil
 		},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,7 +41,7 @@ func newCheckpointCommand() *cobra.Command {
 				return printJSON(resp)
 			}
 			g := resp.Generation
-			fmt.Printf("g%d at seq %d (%s) %q root %s in %s\n", g.ID, g.Seq, g.Kind, g.Label, g.Root[:12], g.Took.Round(10_000))
+			termsafe.Printf("g%d at seq %d (%s) %q root %s in %s\n", g.ID, g.Seq, g.Kind, g.Label, g.Root[:12], g.Took.Round(10_000))
 			return nil
 		},
 	}

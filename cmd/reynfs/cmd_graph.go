@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"slices"
 	"strings"
 	"time"
@@ -121,7 +122,7 @@ func printGraph(ctx context.Context, o storeOptions, dir string) error {
 		return err
 	}
 	for _, line := range graphLines(lr.Log, br.Branches) {
-		fmt.Println(line)
+		termsafe.Println(line)
 	}
 	return nil
 }

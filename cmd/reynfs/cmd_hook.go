@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"io"
 	"os"
 	"strings"
@@ -44,7 +45,7 @@ lets the agent go on: {"continue":true} for Cursor's beforeSubmitPrompt,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reply, err := runHook(cmd.Context(), o, args, os.Stdin)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "reynfs: %v\n", err)
+				termsafe.Fprintf(os.Stderr, "reynfs: %v\n", err)
 			}
 			if reply != "" {
 				fmt.Println(reply)

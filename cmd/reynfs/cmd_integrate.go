@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"os"
 	"path/filepath"
 
@@ -43,7 +44,7 @@ done to each (created, updated, removed or unchanged).
 			// One line per file, as git prints what a command changed: a
 			// silent success leaves the user to guess whether it worked.
 			for _, f := range files {
-				fmt.Printf("%s %s\n", f.Change, f.Path)
+				termsafe.Printf("%s %s\n", f.Change, f.Path)
 			}
 			return nil
 		},

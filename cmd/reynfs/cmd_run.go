@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -121,7 +122,7 @@ func exited(store, id string, code int) *api.Head {
 	defer cancel()
 	var r api.EmptyResult
 	if err := daemon.Call(ctx, store, api.RunExitedParams{ID: id, Code: code}, &r, 30*time.Second); err != nil {
-		fmt.Fprintf(os.Stderr, "reynfs: run %s: report exit: %v\n", id, err)
+		termsafe.Fprintf(os.Stderr, "reynfs: run %s: report exit: %v\n", id, err)
 	}
 	return r.Head
 }
@@ -149,7 +150,7 @@ func newRunsCommand() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(r)
 			}
-			fmt.Printf("mode %s (%s)\n", r.Mode, r.ModeReason)
+			termsafe.Printf("mode %s (%s)\n", r.Mode, r.ModeReason)
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tSTATE\tEXIT\tPID\tON-REWIND\tAGENT\tLABEL\tSTARTED")
 			for _, run := range r.Runs {
@@ -157,7 +158,7 @@ func newRunsCommand() *cobra.Command {
 				if run.State == string(agents.StateExited) || run.State == string(agents.StateCancelled) {
 					code = fmt.Sprint(run.ExitCode)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", run.ID, run.State, code, run.Pid, run.OnRewind,
+				termsafe.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", run.ID, run.State, code, run.Pid, run.OnRewind,
 					run.Agent, run.Label, run.Started.Local().Format(time.DateTime))
 			}
 			return w.Flush()

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 
 	"github.com/spf13/cobra"
 
@@ -46,9 +46,9 @@ func undoCommand(redo bool) *cobra.Command {
 				return printJSON(&resp)
 			}
 			m := resp.Move
-			fmt.Printf("%s of %s %d: ", m.Kind, m.OfKind, m.Of)
+			termsafe.Printf("%s of %s %d: ", m.Kind, m.OfKind, m.Of)
 			if resp.Restore != nil {
-				fmt.Printf("restored %s from seq %d (record %d)\n", resp.Restore.Path, resp.Restore.From, resp.Restore.Seq)
+				termsafe.Printf("restored %s from seq %d (record %d)\n", resp.Restore.Path, resp.Restore.From, resp.Restore.Seq)
 				return nil
 			}
 			printRewind(resp.Rewind, false)

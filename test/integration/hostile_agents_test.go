@@ -116,3 +116,45 @@ func TestHookStdinBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileNamesEscaped: a file named with ESC sequences and a newline
+// (anyone who can write in the workspace can make one), and a process
+// whose comm carries an ESC, must not reach the terminal raw through the
+// human outputs of log --wal, diff, rewind's change list, restore and the
+// error lines: each is shown escaped, so it cannot clear the screen or
+// forge a line. --json keeps the exact name.
+func TestHostileNamesEscaped(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	evil := "x\x1b[2J\x1b[H\nseq 1 forged\u009b1m\u202e"
+	writeFile(t, filepath.Join(m.Dir, "keep.txt"), []byte("a\n"), 0o644)
+	if r := m.Run("checkpoint", "--dir", m.Dir, "-m", "before"); r.Code != 0 {
+		t.Fatalf("checkpoint: %d %s", r.Code, r.Stderr)
+	}
+	writeFile(t, filepath.Join(m.Dir, evil), []byte("b\n"), 0o644)
+	// A process renames itself (comm) with an ESC and writes.
+	sh(t, m.Dir, nil, `exec python3 -c 'import ctypes;ctypes.CDLL(None).prctl(15,b"w\x1b]0;pwn\x07",0,0,0);open("by-comm","w").write("c")' 2>/dev/null || printf c > by-comm`)
+	if r := m.Run("checkpoint", "--dir", m.Dir, "-m", "after"); r.Code != 0 {
+		t.Fatalf("checkpoint: %d %s", r.Code, r.Stderr)
+	}
+	clean := func(what string, r Result) {
+		t.Helper()
+		out := r.Stdout + r.Stderr
+		for _, bad := range []string{"\x1b", "\u009b", "\u202e", "\x07", "\nseq 1 forged"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("%s prints %q raw:\n%s", what, bad, out)
+			}
+		}
+		if !strings.Contains(out, `seq 1 forged`) {
+			t.Errorf("%s does not name the file at all:\n%s", what, out)
+		}
+	}
+	clean("log --wal", m.Run("log", "--wal", "--dir", m.Dir))
+	clean("diff", m.Run("diff", "--store", m.Store, "before", "after"))
+	clean("restore --dry-run", m.Run("restore", "--dry-run", "--from", "before", filepath.Join(m.Dir, evil)))
+	clean("an error naming the path", m.Run("restore", "--from", "after", filepath.Join(m.Dir, evil, "nope")))
+	clean("rewind", m.Run("rewind", "--dir", m.Dir, "before"))
+	if r := m.Run("diff", "--store", m.Store, "before", "after", "--json"); !strings.Contains(r.Stdout, `x\u001b[2J\u001b[H\nseq 1 forged`) {
+		t.Errorf("diff --json does not keep the exact name:\n%s", r.Stdout)
+	}
+}
