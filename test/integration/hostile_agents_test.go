@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,4 +158,88 @@ func TestHostileNamesEscaped(t *testing.T) {
 	if r := m.Run("diff", "--store", m.Store, "before", "after", "--json"); !strings.Contains(r.Stdout, `x\u001b[2J\u001b[H\nseq 1 forged`) {
 		t.Errorf("diff --json does not keep the exact name:\n%s", r.Stdout)
 	}
+}
+
+// TestControlNewMethodsRefuseOtherUsers: every method added with the
+// agents and timeline work (op log, undo/redo, branches, checkout, runs,
+// agent state, version, log's paths/run/agents, subscribe) answers user
+// nobody with permission_denied and nothing else, even with the socket
+// opened up, and changes nothing.
+func TestControlNewMethodsRefuseOtherUsers(t *testing.T) {
+	hcPrivileged(t)
+	base, bin := hcBase(t)
+	dir := filepath.Join(base, "proj")
+	writeFile(t, filepath.Join(dir, "a"), []byte("root's work"), 0o644)
+	m := hcMount(t, dir, filepath.Join(base, "store"))
+	for _, l := range []string{"one", "two"} {
+		writeFile(t, filepath.Join(dir, "a"), []byte(l), 0o644)
+		if r := m.Run("checkpoint", "-m", l, "--store", m.Store); r.Code != 0 {
+			t.Fatalf("reynfs checkpoint: exit %d: %s", r.Code, r.Stderr)
+		}
+	}
+	if r := m.Run("rewind", "one", "--store", m.Store); r.Code != 0 {
+		t.Fatalf("reynfs rewind: exit %d: %s", r.Code, r.Stderr)
+	}
+	head, gens := hcHead(t, m)
+	sock := socketOf(t, m.Store)
+	client := filepath.Join(base, "client.pl")
+	writeFile(t, client, []byte(hcClient), 0o644)
+	if err := os.Chmod(m.Store, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for i, call := range []string{
+		`"method":"op.log","params":{}`,
+		`"method":"undo","params":{}`,
+		`"method":"redo","params":{}`,
+		`"method":"branch.list","params":{}`,
+		`"method":"branch.name","params":{"target":"2","name":"nobody"}`,
+		`"method":"checkout","params":{"name":"b-3"}`,
+		`"method":"version","params":{}`,
+		`"method":"log","params":{"all":true,"wal":true,"paths":["a"],"run":"r1","agents":true}`,
+		`"method":"runs","params":{}`,
+		`"method":"run.start","params":{"pid":1,"label":"nobody"}`,
+		`"method":"run.attach","params":{"pid":1}`,
+		`"method":"run.exited","params":{"id":"r1","code":0}`,
+		`"method":"agent.save","params":{"name":"claude","state":{"session":"x"}}`,
+		`"method":"agent.list","params":{}`,
+		`"method":"agent.show","params":{"name":"claude"}`,
+		`"method":"subscribe","params":{}`,
+		`"method":"restore","params":{"path":"a","from":"2"}`,
+	} {
+		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, i+1, call)
+		r := nobodyExec(t, nil, "perl", client, sock, req)
+		if !strings.Contains(r.Stdout, `"permission_denied"`) || strings.Count(r.Stdout, "\n") != 1 || strings.Contains(r.Stdout, `"result"`) {
+			t.Errorf("nobody sending %s: answer %q (stderr %q); want permission_denied only", req, r.Stdout, r.Stderr)
+		}
+	}
+	// The same request from root is answered: the refusals above are the
+	// peer check, not a malformed request.
+	root := hcRunCmd(t, exec.Command("perl", client, sock, `{"jsonrpc":"2.0","id":1,"method":"op.log","params":{}}`), 20*time.Second)
+	if !strings.Contains(root.Stdout, `"result"`) {
+		t.Errorf("root's op.log through the same client: %q %q; want a result", root.Stdout, root.Stderr)
+	}
+	for _, args := range [][]string{
+		{"undo", "--store", m.Store},
+		{"redo", "--store", m.Store},
+		{"op", "log", "--store", m.Store},
+		{"branch", "--store", m.Store},
+		{"checkout", "b-3", "--store", m.Store},
+		{"runs", "--store", m.Store},
+		{"log", "--wal", "--store", m.Store, "--", "a"},
+	} {
+		r := nobodyExec(t, nil, append([]string{bin}, args...)...)
+		if r.Code == 0 || r.Code == 5 || !strings.Contains(r.Stderr, "refused") || strings.Count(r.Stderr, "\n") != 1 {
+			t.Errorf("as nobody: reynfs %s: exit %d, stdout %q, stderr %q; want a one-line refusal", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	if h, g := hcHead(t, m); h != head || g != gens {
+		t.Errorf("after nobody's calls: head seq %d, %d generations; want %d and %d (unchanged)", h, g, head, gens)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "one" {
+		t.Errorf("a = %q, %v after nobody's calls; want the rewound \"one\"", b, err)
+	}
+	m.Unmount()
 }
