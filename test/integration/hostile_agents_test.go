@@ -152,6 +152,7 @@ func TestHostileNamesEscaped(t *testing.T) {
 	}
 	clean("log --wal", m.Run("log", "--wal", "--dir", m.Dir))
 	clean("diff", m.Run("diff", "--store", m.Store, "before", "after"))
+	clean("diff -p", m.Run("diff", "--store", m.Store, "before", "after", "-p"))
 	clean("restore --dry-run", m.Run("restore", "--dry-run", "--from", "before", filepath.Join(m.Dir, evil)))
 	clean("an error naming the path", m.Run("restore", "--from", "after", filepath.Join(m.Dir, evil, "nope")))
 	clean("rewind", m.Run("rewind", "--dir", m.Dir, "before"))
