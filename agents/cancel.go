@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // FreezeTimeout bounds the wait for a freeze to take: a task in an
@@ -39,10 +41,10 @@ func (run *Run) freeze() error {
 		}
 		return nil
 	}
-	if err := killGroup(run.Pid(), syscall.SIGSTOP); err != nil {
+	if err := killGroup(run.group(), syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("freeze run %s: %w", run.ID, err)
 	}
-	if err := groupWait(run.Pid(), FreezeTimeout, "stop", groupStopped); err != nil {
+	if err := groupWait(run.group(), FreezeTimeout, "stop", groupStopped); err != nil {
 		return fmt.Errorf("freeze run %s: %w", run.ID, err)
 	}
 	return nil
@@ -73,7 +75,7 @@ func (run *Run) thaw() error {
 		}
 		return nil
 	}
-	if err := killGroup(run.Pid(), syscall.SIGCONT); err != nil {
+	if err := killGroup(run.group(), syscall.SIGCONT); err != nil {
 		return fmt.Errorf("thaw run %s: %w", run.ID, err)
 	}
 	return nil
@@ -122,7 +124,7 @@ func (run *Run) Cancel(grace time.Duration) error {
 // terminate sends SIGTERM to every process of the run.
 func (run *Run) terminate() error {
 	if run.dir == "" {
-		return killGroup(run.Pid(), syscall.SIGTERM)
+		return killGroup(run.group(), syscall.SIGTERM)
 	}
 	return cgWalk(run.dir, func(dir string) error {
 		pids, err := cgProcs(dir)
@@ -140,10 +142,10 @@ func (run *Run) terminate() error {
 
 func (run *Run) kill() error {
 	if run.dir == "" {
-		if err := killGroup(run.Pid(), syscall.SIGKILL); err != nil {
+		if err := killGroup(run.group(), syscall.SIGKILL); err != nil {
 			return err
 		}
-		return killGroup(run.Pid(), syscall.SIGCONT) // harmless; SIGKILL wakes stopped tasks anyway
+		return killGroup(run.group(), syscall.SIGCONT) // harmless; SIGKILL wakes stopped tasks anyway
 	}
 	return cgWrite(run.dir, "cgroup.kill", "1")
 }
@@ -156,13 +158,10 @@ func (run *Run) waitEmpty(d time.Duration) error {
 	if run.dir != "" {
 		return cgWait(run.dir, d, "exit", func(p, _ bool) bool { return !p })
 	}
-	if run.Pid() <= 1 {
-		return nil // not attached: no process yet
-	}
 	end := time.Now().Add(d)
-	for syscall.Kill(-run.Pid(), 0) == nil {
+	for pg := run.group(); pg > 1; pg = run.group() { // 0: not attached, or the group is gone
 		if time.Now().After(end) {
-			return fmt.Errorf("wait for exit of process group %d: %w after %v", run.Pid(), ErrTimeout, d)
+			return fmt.Errorf("wait for exit of process group %d: %w after %v", pg, ErrTimeout, d)
 		}
 		time.Sleep(pollEvery)
 	}
@@ -177,11 +176,17 @@ func (run *Run) Remove() error {
 		if err := cgRemove(run.dir); err != nil {
 			return fmt.Errorf("remove run %s: %w", run.ID, err)
 		}
-	} else if run.Pid() > 1 && syscall.Kill(-run.Pid(), 0) == nil {
+	} else if run.group() > 1 {
 		return fmt.Errorf("remove run %s: %w", run.ID, syscall.EBUSY)
 	}
 	r := run.runs
 	info := run.Info()
+	run.mu.Lock()
+	if run.leader != nil {
+		run.leader.Close()
+		run.leader = nil
+	}
+	run.mu.Unlock()
 	r.mu.Lock()
 	if r.runs[run.ID] == run {
 		delete(r.runs, run.ID)
@@ -267,14 +272,18 @@ func (r *Runs) resolve(pid int, st procStat) string {
 		id, _, _ := strings.Cut(rest, "/")
 		return id
 	}
-	leaders := map[int]string{}
 	r.mu.Lock()
-	for id, run := range r.runs {
-		if pid := run.Pid(); pid > 1 {
-			leaders[pid] = id
-		}
+	runs := make([]*Run, 0, len(r.runs))
+	for _, run := range r.runs {
+		runs = append(runs, run)
 	}
 	r.mu.Unlock()
+	leaders := map[int]string{}
+	for _, run := range runs {
+		if pg := run.group(); pg > 1 { // not a group that merely reuses its id
+			leaders[pg] = run.ID
+		}
+	}
 	for range maxAncestry {
 		if id, ok := leaders[st.pgid]; ok {
 			return id
@@ -292,4 +301,40 @@ func (r *Runs) resolve(pid int, st procStat) string {
 		}
 	}
 	return ""
+}
+
+// group is the run's process group in the fallback, or 0 when it has none
+// (not attached yet) or none any more. A pgid is free once its group is
+// empty, and the kernel may give it to any new process (another user's
+// too) that then calls setsid: signalling that group on a rewind would
+// stop or kill processes that are not the run's, and attributing its
+// writes would name the run for someone else's work. So the group counts
+// as gone, for good, once it is seen empty or once its leader's pid is a
+// process other than the one Attach saw (a different start time).
+func (run *Run) group() int {
+	run.mu.Lock()
+	pg, start, leader, gone := run.pid, run.leaderStart, run.leader, run.groupGone
+	run.mu.Unlock()
+	if pg <= 1 || gone {
+		return 0
+	}
+	err := syscall.Kill(-pg, 0)
+	gone = errors.Is(err, syscall.ESRCH)
+	if st, serr := readStat(pg); !gone && serr == nil {
+		// A process has pid pg: is it the leader Attach saw? The pidfd
+		// says so exactly (ESRCH: that process is gone, so pg names
+		// another); without one, the start time (in clock ticks) does.
+		if leader != nil {
+			gone = errors.Is(unix.PidfdSendSignal(int(leader.Fd()), 0, nil, 0), syscall.ESRCH)
+		} else {
+			gone = start != 0 && st.start != start
+		}
+	}
+	if !gone {
+		return pg
+	}
+	run.mu.Lock()
+	run.groupGone = true
+	run.mu.Unlock()
+	return 0
 }

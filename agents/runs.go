@@ -91,11 +91,18 @@ type Run struct {
 	done   chan struct{}
 	finish sync.Once
 
-	mu       sync.Mutex
-	pid      int // 0 until Attach
-	started  time.Time
-	state    State
-	exitCode int
+	mu  sync.Mutex
+	pid int // 0 until Attach
+	// leaderStart is the start time of pid when Attach saw it, and
+	// groupGone is set once the fallback's process group pid is seen
+	// empty or led by another process: a pgid is free for reuse once its
+	// group is empty, and a process anyone starts may get it (group).
+	leaderStart uint64
+	leader      *os.File // a pidfd of pid (nil when pidfd_open failed)
+	groupGone   bool
+	started     time.Time
+	state       State
+	exitCode    int
 }
 
 // Pid is the run's first process (its process group in the fallback); 0
@@ -279,8 +286,22 @@ func (r *Runs) Attach(run *Run, pid int) error {
 		r.mode == ModeProcessGroup && st.pgid != pid {
 		return fmt.Errorf("attach run %s: pid %d does not lead a process group", run.ID, pid)
 	}
+	var start uint64
+	if st, err := readStat(pid); err == nil {
+		start = st.start
+	}
+	var leader *os.File
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil && r.mode == ModeProcessGroup {
+		leader = os.NewFile(uintptr(fd), "pidfd")
+	} else if err == nil {
+		unix.Close(fd)
+	}
 	run.mu.Lock()
-	run.pid, run.started = pid, time.Now()
+	run.pid, run.started, run.leaderStart = pid, time.Now(), start
+	if run.leader != nil {
+		run.leader.Close()
+	}
+	run.leader = leader
 	run.mu.Unlock()
 	if r.mode == ModeProcessGroup && run.proc == nil && isSubreaper() {
 		// Orphans of the run may be reparented to us (when we are an

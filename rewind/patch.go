@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aymanbagabas/go-udiff"
 
@@ -33,7 +37,7 @@ func Patch(s cas.Store, cs []Change, w io.Writer) error {
 		if !aok && !bok {
 			continue // a symlink, device or fifo on both sides
 		}
-		oldName, newName := "a/"+c.Path, "b/"+c.Path
+		oldName, newName := quoteName("a/"+c.Path), quoteName("b/"+c.Path)
 		if c.Old.IsZero() {
 			oldName = "/dev/null"
 		}
@@ -85,3 +89,16 @@ func fileText(s cas.Store, h cas.Hash) (data []byte, ok bool, err error) {
 }
 
 func isBinary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 }
+
+// quoteName writes a file name for a patch header as git does with a name
+// it cannot print as is: C-quoted in double quotes. A name holds whatever
+// anyone who can write in the workspace chose, and an ESC sequence or a
+// newline in a header printed raw would drive the terminal or forge a
+// header; git apply reads the quoted form.
+func quoteName(name string) string {
+	if !utf8.ValidString(name) || strings.ContainsAny(name, "\"\\") ||
+		strings.IndexFunc(name, func(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(name)
+	}
+	return name
+}

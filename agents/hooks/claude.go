@@ -52,7 +52,7 @@ var claudeTool = tool{
 	},
 	writes: named([]string{"mcp__"}, "Bash", "Write", "Edit", "MultiEdit", "NotebookEdit"),
 	resume: func(s State) string {
-		return fmt.Sprintf("claude --resume %s --fork-session", s.SessionID)
+		return fmt.Sprintf("claude --resume %s --fork-session", shellWord(s.SessionID))
 	},
 }
 
@@ -69,6 +69,6 @@ var geminiTool = tool{
 	resume: func(s State) string {
 		// Gemini CLI 0.61 takes a session id with --resume (checked with the
 		// real CLI in test/integration/agents_e2e_test.go).
-		return fmt.Sprintf("gemini --resume %s", s.SessionID)
+		return fmt.Sprintf("gemini --resume %s", shellWord(s.SessionID))
 	},
 }

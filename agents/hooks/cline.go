@@ -34,7 +34,7 @@ var clineTool = tool{
 	writes: named(nil, "execute_command", "write_to_file", "replace_in_file", "apply_patch", "new_rule", "use_mcp_tool",
 		"editor", "run_commands"),
 	resume: func(s State) string {
-		return fmt.Sprintf("cline --id %s (Cline CLI; in VS Code, reopen the task from its history)", s.SessionID)
+		return fmt.Sprintf("cline --id %s (Cline CLI; in VS Code, reopen the task from its history)", shellWord(s.SessionID))
 	},
 	// Every Cline hook answers, even when it failed: "cancel": false lets
 	// the task go on.

@@ -31,9 +31,9 @@ var codexTool = tool{
 	writes: named([]string{"mcp__"}, "Bash", "apply_patch"),
 	resume: func(s State) string {
 		if s.PromptID != "" {
-			return fmt.Sprintf("codex resume %s (turn %s)", s.SessionID, s.PromptID)
+			return fmt.Sprintf("codex resume %s (turn %s)", shellWord(s.SessionID), s.PromptID)
 		}
-		return "codex resume " + s.SessionID
+		return "codex resume " + shellWord(s.SessionID)
 	},
 }
 

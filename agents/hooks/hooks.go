@@ -226,3 +226,22 @@ func first(ss ...string) string {
 	}
 	return ""
 }
+
+// shellWord returns s as one shell word for a resume line the user may
+// paste into a shell: as is when it is made of characters no shell
+// treats specially (session ids are UUIDs and the like), else in single
+// quotes. The id comes from the agent's hook payload: a crafted one such
+// as "x; rm -rf ~" or "$(…)" must stay an argument when pasted.
+func shellWord(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:@%+=,/", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 func newAgentCommand() *cobra.Command {
@@ -59,7 +60,7 @@ NAME' prints the state NAME had saved at X.
 			if asJSON {
 				return printJSON(resp)
 			}
-			fmt.Printf("saved %s (%d bytes) at seq %d\n", args[0], len(data), resp.Seq)
+			termsafe.Printf("saved %s (%d bytes) at seq %d\n", args[0], len(data), resp.Seq)
 			return nil
 		},
 	}
@@ -96,7 +97,7 @@ NAME' prints the state NAME had saved at X.
 				return printJSON(resp.Agents)
 			}
 			for _, a := range resp.Agents {
-				fmt.Printf("%-24s %s\n", a.Name, a.State.Short())
+				termsafe.Printf("%-24s %s\n", a.Name, a.State.Short())
 			}
 			return nil
 		},

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"github.com/reynfs/reynfs/rewind"
 )
 
@@ -43,7 +44,7 @@ changes against the fork point (+added ~modified -removed); then the given names
 				if asJSON {
 					return printJSON(resp.Name)
 				}
-				fmt.Printf("named seq %d %s\n", resp.Name.Seq, resp.Name.Name)
+				termsafe.Printf("named seq %d %s\n", resp.Name.Seq, resp.Name.Name)
 				return nil
 			}
 			var resp api.BranchListResult
@@ -65,7 +66,7 @@ changes against the fork point (+added ~modified -removed); then the given names
 
 func printBranches(bs []rewind.Branch, now time.Time) {
 	if len(bs) == 0 {
-		fmt.Println("no branches (a rewind leaves one behind)")
+		termsafe.Println("no branches (a rewind leaves one behind)")
 		return
 	}
 	for _, b := range bs {
@@ -82,7 +83,7 @@ func printBranches(bs []rewind.Branch, now time.Time) {
 			where = "on the current path"
 		}
 		c := b.Changed
-		fmt.Printf("%-20s tip %-14s %-16s %8s ago  +%d ~%d -%d\n", name, tip, where,
+		termsafe.Printf("%-20s tip %-14s %-16s %8s ago  +%d ~%d -%d\n", name, tip, where,
 			now.Sub(b.Time).Round(time.Second), c.Added, c.Modified, c.Removed)
 	}
 }
@@ -108,7 +109,7 @@ goes back. Runs are stopped as for rewind.
 			if asJSON {
 				return printJSON(resp.Rewind)
 			}
-			fmt.Printf("checkout %s: ", args[0])
+			termsafe.Printf("checkout %s: ", args[0])
 			printRewind(resp.Rewind, dry)
 			printRuns("cancelled", resp.Cancelled)
 			printRuns("froze and thawed", resp.Frozen)

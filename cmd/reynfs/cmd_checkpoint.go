@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 func newCheckpointCommand() *cobra.Command {
@@ -39,7 +40,7 @@ func newCheckpointCommand() *cobra.Command {
 				return printJSON(resp)
 			}
 			g := resp.Generation
-			fmt.Println(checkpointLine(g))
+			termsafe.Println(checkpointLine(g))
 			return nil
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"github.com/reynfs/reynfs/rewind"
 )
 
@@ -121,7 +122,7 @@ func printGraph(ctx context.Context, o storeOptions, dir string) error {
 		return err
 	}
 	for _, line := range graphLines(lr.Log, br.Branches) {
-		fmt.Println(line)
+		termsafe.Println(line)
 	}
 	return nil
 }

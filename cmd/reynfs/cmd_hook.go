@@ -14,6 +14,7 @@ import (
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/agents/hooks"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 // hookDeadline bounds everything a hook does: agent CLIs wait for their
@@ -45,7 +46,7 @@ lets the agent go on: {"continue":true} for Cursor's beforeSubmitPrompt,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reply, err := runHook(cmd.Context(), o, args, os.Stdin)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "reynfs: %v\n", err)
+				termsafe.Fprintf(os.Stderr, "reynfs: %v\n", err)
 			}
 			if reply != "" {
 				fmt.Println(reply)
@@ -70,7 +71,7 @@ func runHook(ctx context.Context, o storeOptions, args []string, stdin io.Reader
 		payload = []byte(args[1])
 	} else {
 		var err error
-		if payload, err = io.ReadAll(io.LimitReader(stdin, maxPayload)); err != nil {
+		if payload, err = readPayload(ctx, stdin); err != nil {
 			return hooks.Reply(args[0], nil), fmt.Errorf("hook %s: read payload: %w", args[0], err)
 		}
 	}
@@ -114,4 +115,30 @@ func callAll(ctx context.Context, o storeOptions, tool string, p *hooks.Payload,
 func deadlineOf(ctx context.Context) time.Time {
 	d, _ := ctx.Deadline()
 	return d
+}
+
+// readPayload reads stdin up to maxPayload bytes, within ctx's deadline:
+// an agent (or anyone who can start the hook) that never closes stdin, or
+// sends more than maxPayload, must not hold the hook past the tool's time
+// limit, which would block the agent's turn. On the deadline the reader
+// goroutine is left blocked; the process exits right after.
+func readPayload(ctx context.Context, stdin io.Reader) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(stdin, maxPayload+1))
+		done <- result{b, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil && len(r.b) > maxPayload {
+			r.err = fmt.Errorf("more than %d bytes", maxPayload)
+		}
+		return r.b, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("stdin not closed within %s", hookDeadline)
+	}
 }

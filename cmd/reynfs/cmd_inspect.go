@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 func newDiffCommand() *cobra.Command {
@@ -47,7 +48,7 @@ After "--", PATHs keep only the changes to them (a directory with everything bel
 				return nil
 			}
 			for _, c := range resp.Changes {
-				fmt.Printf("%c\t%s\n", map[string]byte{"added": 'A', "modified": 'M', "removed": 'D'}[c.Kind], c.Path)
+				termsafe.Printf("%c\t%s\n", map[string]byte{"added": 'A', "modified": 'M', "removed": 'D'}[c.Kind], c.Path)
 			}
 			return nil
 		},
@@ -80,9 +81,9 @@ func newShowCommand() *cobra.Command {
 				return printJSON(resp)
 			}
 			r := resp.Record
-			fmt.Printf("seq %d  %s  %s  %s[%d]\n  %s\n", r.Seq, r.Time.Local().Format("2006-01-02 15:04:05.000"), r.Op, r.Comm, r.Pid, r.What)
+			termsafe.Printf("seq %d  %s  %s  %s[%d]\n  %s\n", r.Seq, r.Time.Local().Format("2006-01-02 15:04:05.000"), r.Op, r.Comm, r.Pid, r.What)
 			if g := resp.Gen; g != nil {
-				fmt.Printf("generation g%d (%s) %q root %s\n  since seq %d: +%d added, ~%d modified, -%d removed; on the current path: %v\n",
+				termsafe.Printf("generation g%d (%s) %q root %s\n  since seq %d: +%d added, ~%d modified, -%d removed; on the current path: %v\n",
 					g.ID, g.Kind, g.Label, g.Root[:12], g.Parent, g.Changed.Added, g.Changed.Modified, g.Changed.Removed, g.Active)
 			}
 			return nil
@@ -119,7 +120,7 @@ func newExportCommand() *cobra.Command {
 			if asJSON {
 				return printJSON(api.ExportInfo{SeqResult: resp, Dir: dest})
 			}
-			fmt.Printf("exported seq %d to %s\n", resp.Seq, dest)
+			termsafe.Printf("exported seq %d to %s\n", resp.Seq, dest)
 			return nil
 		},
 	}

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/agents/hooks"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 func newIntegrateCommand() *cobra.Command {
@@ -43,7 +44,7 @@ done to each (created, updated, removed or unchanged).
 			// One line per file, as git prints what a command changed: a
 			// silent success leaves the user to guess whether it worked.
 			for _, f := range files {
-				fmt.Printf("%s %s\n", f.Change, f.Path)
+				termsafe.Printf("%s %s\n", f.Change, f.Path)
 			}
 			return nil
 		},
@@ -55,42 +56,56 @@ done to each (created, updated, removed or unchanged).
 }
 
 // integrate merges (or removes) tool's hooks in the project dir and says
-// what it did to which file.
+// what it did to which file. Every name below dir is reached without
+// following a symlink (integrate_fs.go).
 func integrate(tool, dir string, remove bool) ([]api.IntegrateFile, error) {
-	if !strings.Contains(" claude codex gemini cursor openhands cline aider ", " "+tool+" ") {
-		return nil, fmt.Errorf("%w: integrate %q: want claude, codex, gemini, cursor, cline, openhands or aider", errUsage, tool)
-	}
-	// The project must exist: 'integrate claude --dir /typo' created
-	// /typo/.claude/settings.json, directories and all.
-	if fi, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("%w: integrate %s: %s: no such directory", errUsage, tool, dir)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("%w: integrate %s: %s: not a directory", errUsage, tool, dir)
-	}
-	var path string
+	var sub, name string
 	var merge func([]byte, bool) ([]byte, error)
 	switch tool {
 	case "claude":
-		path, merge = filepath.Join(dir, ".claude", "settings.json"), hooks.IntegrateClaude
+		sub, name, merge = ".claude", "settings.json", hooks.IntegrateClaude
 	case "codex":
-		path, merge = filepath.Join(dir, ".codex", "hooks.json"), hooks.IntegrateCodex
+		sub, name, merge = ".codex", "hooks.json", hooks.IntegrateCodex
 	case "gemini":
-		path, merge = filepath.Join(dir, ".gemini", "settings.json"), hooks.IntegrateGemini
+		sub, name, merge = ".gemini", "settings.json", hooks.IntegrateGemini
 	case "cursor":
-		path, merge = filepath.Join(dir, ".cursor", "hooks.json"), hooks.IntegrateCursor
+		sub, name, merge = ".cursor", "hooks.json", hooks.IntegrateCursor
 	case "openhands":
-		path, merge = filepath.Join(dir, ".openhands", "hooks.json"), hooks.IntegrateOpenHands
-	case "cline":
-		return integrateCline(dir, remove)
-	case "aider":
-		return integrateAider(dir, remove)
+		sub, name, merge = ".openhands", "hooks.json", hooks.IntegrateOpenHands
+	case "cline", "aider":
 	default:
 		return nil, fmt.Errorf("%w: integrate %q: want claude, codex, gemini, cursor, cline, openhands or aider", errUsage, tool)
 	}
+	p, err := openProject(tool, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	switch tool {
+	case "cline":
+		return integrateCline(p, remove)
+	case "aider":
+		return integrateAider(p, remove)
+	}
+	path, rel := filepath.Join(dir, sub, name), sub+"/"+name
 	unchanged := []api.IntegrateFile{{Path: path, Change: "unchanged"}}
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("integrate %s: %w", tool, err)
+	d, err := p.dir(sub, false)
+	var old []byte
+	mode := os.FileMode(0o644)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		var m os.FileMode
+		old, m, err = p.read(d, name, rel)
+		d.Close()
+		if err != nil {
+			return nil, err
+		}
+		if old != nil {
+			mode = m
+		}
 	}
 	if old == nil && remove {
 		return unchanged, nil
@@ -99,93 +114,79 @@ func integrate(tool, dir string, remove bool) ([]api.IntegrateFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errUsage, path, err)
 	}
-	if string(out) == string(old) {
+	if old != nil && string(out) == string(old) {
 		return unchanged, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("integrate %s: %w", tool, err)
+	if d, err = p.dir(sub, true); err != nil {
+		return nil, err
 	}
-	mode := os.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-	}
+	defer d.Close()
 	change := "updated"
 	if old == nil {
 		change = "created"
 	}
-	return []api.IntegrateFile{{Path: path, Change: change}}, replaceFile(tool, path, out, mode)
+	return []api.IntegrateFile{{Path: path, Change: change}}, p.replace(d, name, out, mode)
 }
 
-// replaceFile writes data to a new temporary file beside path (a unique
-// name, so two integrates never share one) and renames it over: a crash
-// leaves the old or the new file, never half of it.
-func replaceFile(tool, path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".reynfs-*")
+func integrateAider(p *projFS, remove bool) ([]api.IntegrateFile, error) {
+	git, err := p.dir(".git", false)
 	if err != nil {
-		return fmt.Errorf("integrate %s: %w", tool, err)
+		var lerr error
+		if lerr = p.refuseLink(p.top, ".git", ".git"); lerr != nil {
+			return nil, lerr
+		}
+		return nil, fmt.Errorf("%w: integrate aider: %s is not a git repository's top (no .git directory)", errUsage, p.path)
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
+	git.Close()
+	path, rel := filepath.Join(p.path, ".git", "hooks", "post-commit"), ".git/hooks/post-commit"
+	d, err := p.dir(".git/hooks", !remove)
+	if errors.Is(err, os.ErrNotExist) && remove {
+		return []api.IntegrateFile{{Path: path, Change: "unchanged"}}, nil
 	}
 	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("integrate %s: %w", tool, err)
+		return nil, err
 	}
-	return nil
-}
-
-func integrateAider(dir string, remove bool) ([]api.IntegrateFile, error) {
-	gitDir := filepath.Join(dir, ".git")
-	if fi, err := os.Stat(gitDir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("%w: integrate aider: %s is not a git repository's top (no .git directory)", errUsage, dir)
+	defer d.Close()
+	old, m, err := p.read(d, "post-commit", rel)
+	if err != nil {
+		return nil, err
 	}
-	path := filepath.Join(gitDir, "hooks", "post-commit")
-	old, err := os.ReadFile(path)
-	existed := err == nil
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("integrate aider: %w", err)
-	}
+	existed := old != nil
 	out, keep := hooks.IntegratePostCommit(string(old), existed, remove)
 	switch {
 	case !keep && existed:
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("integrate aider: %w", err)
+		if err := p.remove(d, "post-commit", rel); err != nil {
+			return nil, err
 		}
 		return []api.IntegrateFile{{Path: path, Change: "removed"}}, nil
 	case !keep || (existed && out == string(old)):
 		return []api.IntegrateFile{{Path: path, Change: "unchanged"}}, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("integrate aider: %w", err)
-	}
 	mode := os.FileMode(0o755)
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm() | 0o111
+	change := "created"
+	if existed {
+		mode, change = m|0o111, "updated"
 	}
-	change := "updated"
-	if !existed {
-		change = "created"
-	}
-	return []api.IntegrateFile{{Path: path, Change: change}}, replaceFile("aider", path, []byte(out), mode)
+	return []api.IntegrateFile{{Path: path, Change: change}}, p.replace(d, "post-commit", []byte(out), mode)
 }
 
 // integrateCline writes (or removes) one hook file per event in
 // .clinerules/hooks/. Every file is checked before any is written, so a
 // foreign hook leaves the directory as it was.
-func integrateCline(dir string, remove bool) ([]api.IntegrateFile, error) {
-	hookDir := filepath.Join(dir, ".clinerules", "hooks")
+func integrateCline(p *projFS, remove bool) ([]api.IntegrateFile, error) {
+	const sub = ".clinerules/hooks"
+	hookDir := filepath.Join(p.path, ".clinerules", "hooks")
+	d, err := p.dir(sub, false)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		d = nil
+	case err != nil:
+		return nil, err
+	default:
+		defer d.Close()
+	}
 	type change struct {
-		path string
+		name string
 		out  []byte
 		keep bool
 	}
@@ -193,17 +194,19 @@ func integrateCline(dir string, remove bool) ([]api.IntegrateFile, error) {
 	var files []api.IntegrateFile
 	for _, name := range hooks.ClineHooks {
 		path := filepath.Join(hookDir, name)
-		old, err := os.ReadFile(path)
-		existed := err == nil
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("integrate cline: %w", err)
+		var old []byte
+		if d != nil {
+			if old, _, err = p.read(d, name, sub+"/"+name); err != nil {
+				return nil, err
+			}
 		}
+		existed := old != nil
 		out, keep, err := hooks.IntegrateClineHook(old, existed, remove)
 		if err != nil {
 			return nil, fmt.Errorf("%w: integrate cline: %s %v", errUsage, path, err)
 		}
 		if keep != existed || (keep && string(out) != string(old)) {
-			changes = append(changes, change{path, out, keep})
+			changes = append(changes, change{name, out, keep})
 			what := "updated"
 			switch {
 			case !keep:
@@ -216,27 +219,31 @@ func integrateCline(dir string, remove bool) ([]api.IntegrateFile, error) {
 			files = append(files, api.IntegrateFile{Path: path, Change: "unchanged"})
 		}
 	}
-	if len(changes) > 0 && !remove {
-		if err := os.MkdirAll(hookDir, 0o755); err != nil {
-			return nil, fmt.Errorf("integrate cline: %w", err)
+	if len(changes) > 0 && d == nil {
+		if d, err = p.dir(sub, true); err != nil {
+			return nil, err
 		}
+		defer d.Close()
 	}
 	for _, c := range changes {
 		if !c.keep {
-			if err := os.Remove(c.path); err != nil {
-				return nil, fmt.Errorf("integrate cline: %w", err)
+			if err := p.remove(d, c.name, sub+"/"+c.name); err != nil {
+				return nil, err
 			}
 			continue
 		}
-		if err := replaceFile("cline", c.path, c.out, 0o755); err != nil {
+		if err := p.replace(d, c.name, c.out, 0o755); err != nil {
 			return nil, err
 		}
 	}
 	if remove && len(changes) > 0 {
-		// The directories go too when nothing else is in them (Remove
+		// The directories go too when nothing else is in them (rmdir
 		// fails on a directory that is not empty, and that is fine).
-		os.Remove(hookDir)
-		os.Remove(filepath.Dir(hookDir))
+		if rules, err := p.dir(".clinerules", false); err == nil {
+			unix.Unlinkat(int(rules.Fd()), "hooks", unix.AT_REMOVEDIR)
+			rules.Close()
+			unix.Unlinkat(int(p.top.Fd()), ".clinerules", unix.AT_REMOVEDIR)
+		}
 	}
 	return files, nil
 }

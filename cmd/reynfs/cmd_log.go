@@ -11,6 +11,7 @@ import (
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 func newLogCommand() *cobra.Command {
@@ -83,7 +84,7 @@ the records) that changed them, a directory with everything below it; --exclude 
 }
 
 func printLog(l *daemon.LogResult, all bool) {
-	fmt.Printf("head seq %d\n", l.Head)
+	termsafe.Printf("head seq %d\n", l.Head)
 	for _, g := range l.Gens {
 		mark := "*"
 		if !g.Active {
@@ -99,7 +100,7 @@ func printLog(l *daemon.LogResult, all bool) {
 				label += " (" + g.Agent + ")"
 			}
 		}
-		fmt.Printf("%s g%-4d seq %-8d %-9s %s  +%d ~%d -%d  %s\n", mark, g.ID, g.Seq, g.Kind,
+		termsafe.Printf("%s g%-4d seq %-8d %-9s %s  +%d ~%d -%d  %s\n", mark, g.ID, g.Seq, g.Kind,
 			g.Time.Local().Format(time.DateTime), g.Changed.Added, g.Changed.Modified, g.Changed.Removed, label)
 		for _, r := range g.Records {
 			who := r.Comm
@@ -112,21 +113,21 @@ func printLog(l *daemon.LogResult, all bool) {
 					who += " (" + r.Agent + ")"
 				}
 			}
-			fmt.Printf("      seq %-8d %-11s %s  %s\n", r.Seq, r.Op, r.What, who)
+			termsafe.Printf("      seq %-8d %-11s %s  %s\n", r.Seq, r.Op, r.What, who)
 		}
 	}
 	if all && len(l.Branches) > 0 {
-		fmt.Println("branches (abandoned by rewinds; 'reynfs checkout NAME' or a rewind to a seq inside one brings it back; 'reynfs branch' names them):")
+		termsafe.Println("branches (abandoned by rewinds; 'reynfs checkout NAME' or a rewind to a seq inside one brings it back; 'reynfs branch' names them):")
 		for _, b := range l.Branches {
 			state := "inactive"
 			if b.Active {
 				state = "restored"
 			}
 			if b.From > b.To {
-				fmt.Printf("  reset at seq %d to seq %d: abandoned nothing\n", b.Reset, b.Target)
+				termsafe.Printf("  reset at seq %d to seq %d: abandoned nothing\n", b.Reset, b.Target)
 				continue
 			}
-			fmt.Printf("  reset at seq %d to seq %d: seqs %d..%d %s\n", b.Reset, b.Target, b.From, b.To, state)
+			termsafe.Printf("  reset at seq %d to seq %d: seqs %d..%d %s\n", b.Reset, b.Target, b.From, b.To, state)
 		}
 	}
 }

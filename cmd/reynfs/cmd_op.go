@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"github.com/reynfs/reynfs/rewind"
 )
 
@@ -53,7 +54,7 @@ would bring back; the first line says what undo and redo would act on.
 
 func printOpLog(l *rewind.OpLog) {
 	if len(l.Ops) == 0 {
-		fmt.Println("no operations yet")
+		termsafe.Println("no operations yet")
 		return
 	}
 	next := func(id uint64) string {
@@ -62,7 +63,7 @@ func printOpLog(l *rewind.OpLog) {
 		}
 		return fmt.Sprint("op ", id)
 	}
-	fmt.Printf("undo: %s; redo: %s\n", next(l.Undo), next(l.Redo))
+	termsafe.Printf("undo: %s; redo: %s\n", next(l.Undo), next(l.Redo))
 	for i := len(l.Ops) - 1; i >= 0; i-- {
 		op := l.Ops[i]
 		to := fmt.Sprintf("seq %d", op.To)
@@ -89,6 +90,6 @@ func printOpLog(l *rewind.OpLog) {
 		if op.Undone {
 			mark = "  (undone)"
 		}
-		fmt.Printf("op %-8d %s  %-8s %s%s\n", op.ID, op.Time.Local().Format("2006-01-02 15:04:05"), op.Kind, what, mark)
+		termsafe.Printf("op %-8d %s  %-8s %s%s\n", op.ID, op.Time.Local().Format("2006-01-02 15:04:05"), op.Kind, what, mark)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"github.com/reynfs/reynfs/rewind"
 )
 
@@ -57,12 +58,12 @@ change below PATH (A added back, M changed, D removed) and changes nothing.
 			if r.Replaced {
 				verb = "restored (replacing what was there)"
 			}
-			fmt.Printf("%s %s from seq %d: %d inode(s), record seq %d, in %s\n",
+			termsafe.Printf("%s %s from seq %d: %d inode(s), record seq %d, in %s\n",
 				verb, r.Path, r.From, r.Inodes, r.Seq, r.Took.Round(10_000))
 			// Undo of a restore needs the mount (it restores the path as
 			// it was); on an unmounted store a rewind to the seq before
 			// the record is the way back.
-			fmt.Printf("undo with 'reynfs undo' (unmounted: 'reynfs rewind %d')\n", r.Seq-1)
+			termsafe.Printf("undo with 'reynfs undo' (unmounted: 'reynfs rewind %d')\n", r.Seq-1)
 			return nil
 		},
 	}
@@ -88,13 +89,13 @@ func printRestoreDry(r *rewind.RestoreResult, cs []rewind.Change) {
 		what = " (replacing what is there)"
 	}
 	s := rewind.Summarize(cs)
-	fmt.Printf("would restore %s from seq %d%s: %d added back, %d changed, %d removed\n", r.Path, r.From, what, s.Added, s.Modified, s.Removed)
+	termsafe.Printf("would restore %s from seq %d%s: %d added back, %d changed, %d removed\n", r.Path, r.From, what, s.Added, s.Modified, s.Removed)
 	for i, c := range cs {
 		if i == 20 {
-			fmt.Printf("  ... and %d more\n", len(cs)-20)
+			termsafe.Printf("  ... and %d more\n", len(cs)-20)
 			break
 		}
-		fmt.Printf("  %-8s %s\n", c.Kind, c.Path)
+		termsafe.Printf("  %-8s %s\n", c.Kind, c.Path)
 	}
 }
 

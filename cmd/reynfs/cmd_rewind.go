@@ -10,6 +10,7 @@ import (
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/agents/hooks"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 	"github.com/reynfs/reynfs/rewind"
 )
 
@@ -53,7 +54,7 @@ A rewind to the state the workspace is already in writes nothing and says so.
 					Cancelled: resp.Cancelled, Frozen: resp.Frozen, Kept: resp.Kept})
 			}
 			if resp.Already {
-				fmt.Printf("already at seq %d: nothing to rewind, nothing written\n", resp.Rewind.Target)
+				termsafe.Printf("already at seq %d: nothing to rewind, nothing written\n", resp.Rewind.Target)
 				printResume(cmd.Context(), o, dir, resp.Rewind.Target) // the conversation may still be elsewhere
 				return nil
 			}
@@ -93,28 +94,28 @@ func printRewind(r *rewind.Result, dry bool) {
 	if dry {
 		verb = "would rewind"
 	}
-	fmt.Printf("%s to seq %d", verb, r.Target)
+	termsafe.Printf("%s to seq %d", verb, r.Target)
 	if r.Reset != 0 {
 		// undo works on an unmounted store too; the rewind N form is the
 		// same move for a script that wants to name it.
-		fmt.Printf(" (reset record at seq %d; undo with 'reynfs undo', or 'reynfs rewind %d')", r.Reset, r.Reset-1)
+		termsafe.Printf(" (reset record at seq %d; undo with 'reynfs undo', or 'reynfs rewind %d')", r.Reset, r.Reset-1)
 	}
-	fmt.Printf(" in %s\n", r.Took.Round(10_000))
+	termsafe.Printf(" in %s\n", r.Took.Round(10_000))
 	if os.Getenv("REYNFS_TIMING") != "" {
 		for _, p := range r.Phases {
-			fmt.Printf("  %-12s %s\n", p.Name, p.Took.Round(10_000))
+			termsafe.Printf("  %-12s %s\n", p.Name, p.Took.Round(10_000))
 		}
 	}
 	s := r.Summary
-	fmt.Printf("  %d restored (added back), %d changed, %d removed\n", s.Added, s.Modified, s.Removed)
+	termsafe.Printf("  %d restored (added back), %d changed, %d removed\n", s.Added, s.Modified, s.Removed)
 	for i, c := range r.Changes {
 		if i == 20 {
-			fmt.Printf("  ... and %d more\n", len(r.Changes)-20)
+			termsafe.Printf("  ... and %d more\n", len(r.Changes)-20)
 			break
 		}
-		fmt.Printf("  %-8s %s\n", c.Kind, c.Path)
+		termsafe.Printf("  %-8s %s\n", c.Kind, c.Path)
 	}
-	fmt.Println("not reverted: running processes and their memory, network requests, files outside the mount")
+	termsafe.Println("not reverted: running processes and their memory, network requests, files outside the mount")
 }
 
 // printResume says how to bring back the conversation of each agent whose
@@ -127,7 +128,7 @@ func printResume(ctx context.Context, o storeOptions, dir string, seq uint64) {
 			continue
 		}
 		if line := hooks.Resume(st.Data); line != "" {
-			fmt.Printf("agent %s: resume its conversation with: %s\n", tool, line)
+			termsafe.Printf("agent %s: resume its conversation with: %s\n", tool, line)
 		}
 	}
 }
@@ -135,10 +136,10 @@ func printResume(ctx context.Context, o storeOptions, dir string, seq uint64) {
 // printRuns names the runs a rewind cancelled, froze or kept.
 func printRuns(what string, runs []api.RunInfo) {
 	for _, r := range runs {
-		fmt.Printf("%s run %s (pid %d", what, r.ID, r.Pid)
+		termsafe.Printf("%s run %s (pid %d", what, r.ID, r.Pid)
 		if r.Agent != "" {
-			fmt.Printf(", agent %s", r.Agent)
+			termsafe.Printf(", agent %s", r.Agent)
 		}
-		fmt.Println(")")
+		termsafe.Println(")")
 	}
 }

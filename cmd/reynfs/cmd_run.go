@@ -19,6 +19,7 @@ import (
 	"github.com/reynfs/reynfs/agents"
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 // forwarded are the signals `reynfs run` passes on to its command rather
@@ -126,7 +127,7 @@ func exited(store, id string, code int) *api.Head {
 	defer cancel()
 	var r api.EmptyResult
 	if err := daemon.Call(ctx, store, api.RunExitedParams{ID: id, Code: code}, &r, 30*time.Second); err != nil {
-		fmt.Fprintf(os.Stderr, "reynfs: run %s: report exit: %v\n", id, err)
+		termsafe.Fprintf(os.Stderr, "reynfs: run %s: report exit: %v\n", id, err)
 	}
 	return r.Head
 }
@@ -154,7 +155,7 @@ func newRunsCommand() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(r)
 			}
-			fmt.Printf("mode %s (%s)\n", r.Mode, r.ModeReason)
+			termsafe.Printf("mode %s (%s)\n", r.Mode, r.ModeReason)
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tSTATE\tEXIT\tPID\tON-REWIND\tAGENT\tLABEL\tSTARTED")
 			for _, run := range r.Runs {
@@ -162,7 +163,7 @@ func newRunsCommand() *cobra.Command {
 				if run.State == string(agents.StateExited) || run.State == string(agents.StateCancelled) {
 					code = fmt.Sprint(run.ExitCode)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", run.ID, run.State, code, run.Pid, run.OnRewind,
+				termsafe.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", run.ID, run.State, code, run.Pid, run.OnRewind,
 					run.Agent, run.Label, run.Started.Local().Format(time.DateTime))
 			}
 			return w.Flush()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 func newStatusCommand() *cobra.Command {
@@ -74,23 +75,23 @@ func printStatus(s *api.Status, asJSON bool) {
 		return
 	}
 	if s.Mounted {
-		fmt.Printf("mount:    %s (project %s, daemon pid %d, up %s)\n", s.Mountpoint, s.Dir, s.Pid, s.Uptime)
+		termsafe.Printf("mount:    %s (project %s, daemon pid %d, up %s)\n", s.Mountpoint, s.Dir, s.Pid, s.Uptime)
 	} else {
-		fmt.Printf("mount:    not mounted (project %s)\n", s.Dir)
+		termsafe.Printf("mount:    not mounted (project %s)\n", s.Dir)
 	}
-	fmt.Printf("store:    %s\n", s.Store)
+	termsafe.Printf("store:    %s\n", s.Store)
 	if s.PrivateHistory {
-		fmt.Printf("views:    %s/ (read-only history in the mount root; private: the owner and root only)\n", s.ViewsName)
+		termsafe.Printf("views:    %s/ (read-only history in the mount root; private: the owner and root only)\n", s.ViewsName)
 	} else {
-		fmt.Printf("views:    %s/ (read-only history in the mount root)\n", s.ViewsName)
+		termsafe.Printf("views:    %s/ (read-only history in the mount root)\n", s.ViewsName)
 	}
-	fmt.Printf("head seq: %d\n", s.HeadSeq)
-	fmt.Printf("records:  %d\n", s.Records)
-	fmt.Printf("objects:  %d (%s)\n", s.Objects, human(s.ObjectBytes))
-	fmt.Printf("size:     %s on disk\n", human(s.StoreBytes))
+	termsafe.Printf("head seq: %d\n", s.HeadSeq)
+	termsafe.Printf("records:  %d\n", s.Records)
+	termsafe.Printf("objects:  %d (%s)\n", s.Objects, human(s.ObjectBytes))
+	termsafe.Printf("size:     %s on disk\n", human(s.StoreBytes))
 	if s.Mounted {
-		fmt.Printf("inodes:   %d, %s buffered\n", s.Inodes, human(int64(s.Buffered)))
-		fmt.Printf("runs:     %s (%s)\n", s.RunMode, s.RunModeReason)
+		termsafe.Printf("inodes:   %d, %s buffered\n", s.Inodes, human(int64(s.Buffered)))
+		termsafe.Printf("runs:     %s (%s)\n", s.RunMode, s.RunModeReason)
 	}
 }
 

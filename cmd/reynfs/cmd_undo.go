@@ -1,11 +1,10 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 const undoHelp = `An operation is a rewind, a checkout or a restore ('reynfs op log' lists them).
@@ -46,9 +45,9 @@ func undoCommand(redo bool) *cobra.Command {
 				return printJSON(&resp)
 			}
 			m := resp.Move
-			fmt.Printf("%s of %s %d: ", m.Kind, m.OfKind, m.Of)
+			termsafe.Printf("%s of %s %d: ", m.Kind, m.OfKind, m.Of)
 			if resp.Restore != nil {
-				fmt.Printf("restored %s from seq %d (record %d)\n", resp.Restore.Path, resp.Restore.From, resp.Restore.Seq)
+				termsafe.Printf("restored %s from seq %d (record %d)\n", resp.Restore.Path, resp.Restore.From, resp.Restore.Seq)
 				return nil
 			}
 			printRewind(resp.Rewind, false)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 var errUsage = errors.New("usage")
@@ -80,7 +81,7 @@ func run(args []string) int {
 	if err != nil {
 		// One line per line of the error (a write-back names one path a line).
 		for _, line := range strings.Split(strings.TrimPrefix(err.Error(), "usage: "), "\n") {
-			fmt.Fprintln(os.Stderr, "reynfs: "+strings.Join(strings.Fields(line), " "))
+			fmt.Fprintln(os.Stderr, "reynfs: "+termsafe.Text(strings.Join(strings.Fields(line), " ")))
 		}
 	}
 	return exitCode(err)

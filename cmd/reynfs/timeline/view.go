@@ -9,6 +9,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
 )
 
 // The smallest terminal the picker draws in; below it, one line says so.
@@ -149,9 +151,9 @@ func (m Model) statusLine(st styles) string {
 	var msg string
 	switch {
 	case m.errMsg != "":
-		msg = st.err.Render("error: " + m.errMsg)
+		msg = st.err.Render("error: " + termsafe.Text(m.errMsg))
 	case m.status != "":
-		msg = m.status
+		msg = termsafe.Text(m.status)
 	case !m.loaded:
 		msg = st.dim.Render("loading the timeline…")
 	}
@@ -212,11 +214,11 @@ func (m Model) rowText(r row, w int) string {
 	fixed := fmt.Sprintf("%s  %-5s %-9s %4s ", graph, fmt.Sprintf("g%d", p.ID), p.Kind, age(m.now(), p.Time))
 	tail := "  " + counts
 	if p.Agent != "" {
-		tail += "  " + p.Agent
+		tail += "  " + termsafe.Text(p.Agent)
 	}
-	label := p.Label
+	label := termsafe.Text(p.Label)
 	if len(p.Branches) > 0 { // an abandoned branch's tip: what checkout takes
-		label = "[" + strings.Join(p.Branches, " ") + "] " + label
+		label = termsafe.Text("["+strings.Join(p.Branches, " ")+"] ") + label
 	}
 	if label == "" {
 		label = "-"
@@ -241,7 +243,7 @@ func (m Model) sideLines(w, h int) []string {
 	case cs == nil || cs.loading:
 		return append(out, st.dim.Render("comparing with now…"))
 	case cs.err != nil:
-		return append(out, st.err.Render(fit("error: "+cs.err.Error(), w)))
+		return append(out, st.err.Render(fit("error: "+termsafe.Text(cs.err.Error()), w)))
 	case len(cs.list) == 0:
 		return append(out, "change nothing (the same tree as now)")
 	}
@@ -258,7 +260,7 @@ func (m Model) sideLines(w, h int) []string {
 		case "removed":
 			letter, s = "D", st.removed
 		}
-		name := c.Path
+		name := termsafe.Text(c.Path)
 		if c.Dir {
 			name += "/"
 		}
@@ -275,7 +277,7 @@ func (m Model) confirmView() string {
 	st := m.styles()
 	c := m.confirm
 	p := c.pt
-	label := p.Label
+	label := p.Label // shown with %q, which escapes control characters
 	if label == "" {
 		label = "(no label)"
 	}
@@ -304,7 +306,7 @@ func (m Model) confirmView() string {
 	case c.loading:
 		out = append(out, st.dim.Render("  looking for runs it would stop…"))
 	case c.runsErr != nil:
-		out = append(out, st.err.Render("  runs: "+c.runsErr.Error()))
+		out = append(out, st.err.Render("  runs: "+termsafe.Text(c.runsErr.Error())))
 	case len(c.runs) == 0:
 		out = append(out, "  no run of 'reynfs run' is going: none to stop")
 	default:
@@ -318,19 +320,19 @@ func (m Model) confirmView() string {
 			}
 			who := ""
 			if r.Agent != "" {
-				who = ", agent " + r.Agent
+				who = ", agent " + termsafe.Text(r.Agent)
 			}
-			out = append(out, fmt.Sprintf("  would %s run %s (pid %d%s)", what, r.ID, r.Pid, who))
+			out = append(out, fmt.Sprintf("  would %s run %s (pid %d%s)", what, termsafe.Text(r.ID), r.Pid, who))
 		}
 	}
 	out = append(out, "  "+notReverted)
 	for _, r := range c.resume {
-		out = append(out, "  "+r)
+		out = append(out, "  "+termsafe.Text(r))
 	}
 	out = append(out, st.dim.Render("  nothing is deleted: the present stays as a branch ('a'), and u undoes the rewind"), "")
 	names := [nChoices]string{"rewind", "restore only this path", "never mind"}
 	if c.path != "" {
-		names[choiceRestore] = "restore only " + c.path
+		names[choiceRestore] = "restore only " + termsafe.Text(c.path)
 	}
 	var buttons []string
 	for i, n := range names {
@@ -350,13 +352,15 @@ func (m Model) confirmView() string {
 func (m Model) diffView() string {
 	st := m.styles()
 	r, _ := m.selected()
-	out := []string{st.title.Render(fmt.Sprintf("%s: what rewinding to g%d would change", m.diffPath, r.pt.ID))}
+	out := []string{st.title.Render(fmt.Sprintf("%s: what rewinding to g%d would change", termsafe.Text(m.diffPath), r.pt.ID))}
 	if m.diffText == "" {
 		out = append(out, st.dim.Render("loading the diff… (empty: no text change)"))
 	}
 	lines := strings.Split(strings.TrimSuffix(m.diffText, "\n"), "\n")
 	for i := m.diffOff; i < len(lines) && len(out) < m.height-1; i++ {
-		l := strings.ReplaceAll(lines[i], "\t", "    ")
+		// The diff shows file contents: an ESC in them must not drive
+		// the terminal under the TUI's frame.
+		l := termsafe.Text(strings.ReplaceAll(lines[i], "\t", "    "))
 		switch {
 		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
 			l = st.title.Render(fit(l, m.width))
