@@ -100,8 +100,10 @@ func TestLogRunAttribution(t *testing.T) {
 			t.Errorf("log --run record %d is %+v, want %+v", i, only[i], mine[i])
 		}
 	}
-	if got := walOf(t, m, "--run", "000000000000"); len(got) != 0 {
-		t.Errorf("log --run of an unknown run lists %+v; want nothing", got)
+	// An unknown run is bad input, not an empty log that reads as "this
+	// run changed nothing".
+	if r := m.Run("log", "--wal", "--run", "000000000000", "--dir", m.Dir); r.Code != 2 || !strings.Contains(r.Stderr, "no such run") {
+		t.Errorf("log --run of an unknown run: exit %d, %q; want exit 2, no such run", r.Code, r.Stderr)
 	}
 	r := m.Run("log", "--wal", "--dir", m.Dir)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "run "+id+" (coder)") {
