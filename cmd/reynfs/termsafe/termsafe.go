@@ -22,7 +22,9 @@ import (
 // or a plain space) and it is valid UTF-8; otherwise a copy where each C0
 // or C1 control, DEL, format character (bidi overrides, zero-width) and
 // invalid byte is written as a Go-style escape (\n, \x1b, \u202e) and a
-// backslash as \\, so the escaped form is unambiguous.
+// backslash as \\. The escaping is for safety, not a reversible encoding:
+// a printable name that happens to spell "\x1b" prints as it is, the same
+// as an escaped ESC (--json is the exact form).
 func Text(s string) string {
 	if clean(s) {
 		return s
