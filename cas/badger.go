@@ -219,3 +219,30 @@ func (b *Badger) Stats() (objects, bytes int64, err error) {
 	}
 	return objects, bytes, nil
 }
+
+var _ BatchPutter = (*Badger)(nil)
+
+// PutBatch stores the blobs not already stored in one Badger write batch
+// (see BatchPutter); duplicates within the batch are written once.
+func (b *Badger) PutBatch(blobs []Blob) error {
+	if err := checkBlobs(blobs); err != nil {
+		return err
+	}
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	seen := make(map[Hash]struct{}, len(blobs))
+	for _, bl := range blobs {
+		if _, dup := seen[bl.Hash]; dup {
+			continue
+		}
+		seen[bl.Hash] = struct{}{}
+		// wb keeps Data until Flush; PutBatch returns after it.
+		if _, err := b.AddToBatch(wb, bl); err != nil {
+			return fmt.Errorf("put batch: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("put batch of %d: %w", len(blobs), err)
+	}
+	return nil
+}

@@ -1,6 +1,9 @@
 package cas
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ChunkSize is the fixed size of a file data chunk. Fixed-size chunks keep an
 // in-place edit of a large file to the chunks it touched.
@@ -30,4 +33,25 @@ type Store interface {
 	// Put stores data (once: a second Put of the same bytes writes nothing)
 	// and returns its hash. It is committed, not synced.
 	Put(data []byte) (Hash, error)
+}
+
+// BatchPutter is a Store that writes many objects for less than one Put
+// each (one commit for the batch instead of one per object). Import, which
+// stores thousands of small files, uses it when the store has it.
+type BatchPutter interface {
+	// PutBatch stores every blob not already stored, committed, not
+	// synced, like Put. Each blob's Hash must be Sum(Data): a wrong pair
+	// is refused (ErrCorrupt) and nothing of the batch is stored. The
+	// blobs' Data may be reused once PutBatch returns.
+	PutBatch(blobs []Blob) error
+}
+
+// checkBlobs refuses a batch with a blob whose Hash is not Sum(Data).
+func checkBlobs(blobs []Blob) error {
+	for _, b := range blobs {
+		if Sum(b.Data) != b.Hash {
+			return fmt.Errorf("put batch: blob named %s: %w", b.Hash, ErrCorrupt)
+		}
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) cas.Store) {
 		{"Large", testLarge},
 		{"PutKeepsNoReference", testPutCopies},
 		{"Concurrent", testConcurrent},
+		{"PutBatch", testPutBatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
@@ -206,5 +207,31 @@ func testConcurrent(t *testing.T, s cas.Store) {
 	}
 	for _, d := range objs {
 		mustGet(t, s, cas.Sum(d), d)
+	}
+}
+
+// testPutBatch checks a BatchPutter (skipped for a store without one): the
+// blobs are stored once, a duplicate in the batch is harmless, and a batch
+// with a misnamed blob stores nothing.
+func testPutBatch(t *testing.T, s cas.Store) {
+	bp, ok := s.(cas.BatchPutter)
+	if !ok {
+		t.Skipf("%T has no PutBatch", s)
+	}
+	a, b := Data(41, 100), Data(42, cas.ChunkSize)
+	ha, hb := cas.Sum(a), cas.Sum(b)
+	if err := bp.PutBatch([]cas.Blob{{Hash: ha, Data: a}, {Hash: hb, Data: b}, {Hash: ha, Data: a}}); err != nil {
+		t.Fatalf("PutBatch: %v", err)
+	}
+	a[0]++ // the store must have kept its own copy
+	mustGet(t, s, ha, Data(41, 100))
+	mustGet(t, s, hb, b)
+	c := Data(43, 10)
+	err := bp.PutBatch([]cas.Blob{{Hash: cas.Sum(c), Data: c}, {Hash: ha, Data: c}})
+	if !errors.Is(err, cas.ErrCorrupt) {
+		t.Fatalf("PutBatch with a misnamed blob: got %v, want ErrCorrupt", err)
+	}
+	if ok, err := s.Has(cas.Sum(c)); err != nil || ok {
+		t.Fatalf("after a refused batch, Has = %v, %v; want false", ok, err)
 	}
 }
