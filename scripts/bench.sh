@@ -507,7 +507,7 @@ phase_store() {
 	for ((g = 1; g <= STORE_GENS; g++)); do
 		tool modify "$STORE_FILES" 10 "g$g" "$nat" "$rf"
 		measure "gen-git" shadow-git "$g" shadow_commit "$sg" "$nat" "g$g" >/dev/null
-		measure "gen-ckpt" reynfs "$g" "$REYNFS" checkpoint --dir "$rf" -m "g$g" >/dev/null
+		measure "gen-ckpt" reynfs "$g" "$REYNFS" checkpoint --dir "$rf" -m "gen-$g" >/dev/null
 	done
 	unmount_reynfs "$rf"
 	kib=$(du -sk "$st" | cut -f1)
