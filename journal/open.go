@@ -416,7 +416,7 @@ func checkFormat(v []byte) (int, error) {
 		return 0, err
 	}
 	if f != storeFormat && f != 1 {
-		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d (and upgrades 1)", ErrFormat, f, storeFormat)
+		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d and upgrades 1", ErrFormat, f, storeFormat)
 	}
 	return f, nil
 }
