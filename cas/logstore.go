@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 )
 
 // LogPrefix is the first byte of an object's index key in a store with a
@@ -158,6 +159,18 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 		}
 		if err := wb.Flush(); err != nil {
 			return nil, fmt.Errorf("catch up: %w", err)
+		}
+		// The frames may be in the page cache only (a kill -9 before
+		// their sync): make them durable before the index that claims
+		// them, so a power cut now cannot leave the index past the log.
+		for n := res.frames[0].at.Seg; n <= res.end.Seg; n++ {
+			f, err := l.file(n)
+			if err == nil {
+				err = unix.Fdatasync(int(f.Fd()))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("catch up: sync %s: %w", l.path(n), err)
+			}
 		}
 		if err := b.db.Sync(); err != nil {
 			return nil, fmt.Errorf("catch up: sync index: %w", err)

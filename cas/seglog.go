@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -272,8 +273,10 @@ func (l *segLog) readAt(seg uint64, off int64, n int) ([]byte, error) {
 	if got == n {
 		return b, nil
 	}
-	if err == nil {
-		err = errors.New("short read")
+	if err == nil || errors.Is(err, io.EOF) {
+		// The index points past the end of the segment: the bytes are
+		// gone, which for the object is damage like a wrong hash.
+		err = fmt.Errorf("%d of %d bytes: %w", got, n, ErrCorrupt)
 	}
 	return nil, fmt.Errorf("read %s at %d: %w", f.Name(), off, err)
 }

@@ -87,6 +87,13 @@ func (c *checkpointer) run() error {
 		return ErrClosed
 	}
 	c.j.stats.checkpoints.Add(1)
+	// The log first: a durable index must never claim frames ("m/logpos"
+	// past them) that a power cut can still take from the log, or the
+	// next open would find the log shorter than the index and call that
+	// damage.
+	if err := c.j.objs.SyncLog(); err != nil {
+		return fmt.Errorf("index checkpoint: %w", err)
+	}
 	if err := c.j.db.Sync(); err != nil {
 		return fmt.Errorf("index checkpoint: %w", err)
 	}
