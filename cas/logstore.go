@@ -113,9 +113,19 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
+	indexed := from
+	if keepDamaged && l.readOnly {
+		// Salvage: read the whole log, so that what a damaged index
+		// lost (an unreadable table, say) is found in the log itself.
+		from = Pos{}
+	}
 	res, err := l.scan(from)
 	if err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	if res.damage == nil && (res.end.Seg < indexed.Seg || res.end.Seg == indexed.Seg && res.end.Off < indexed.Off) {
+		res.damage = fmt.Errorf("%w: %s: the log ends at offset %d, the index covers it to offset %d",
+			ErrDamaged, l.path(res.end.Seg), res.end.Off, indexed.Off)
 	}
 	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || res.dropSeg != 0, Damage: res.damage, KV: map[string][]byte{}}
 	if res.damage != nil && !keepDamaged {
@@ -344,6 +354,12 @@ func (b *Badger) lookup(h Hash, wantValue bool) (data []byte, loc Loc, found, in
 			}
 			return err
 		}
+		if l, ok := b.tail[h]; ok {
+			// Read-only: the log past the index (or all of it, when
+			// salvaging a store whose index may fail to read).
+			loc, found, inLog = l, true, true
+			return nil
+		}
 		if !errors.Is(err, badger.ErrKeyNotFound) || b.log == nil {
 			return err
 		}
@@ -360,9 +376,6 @@ func (b *Badger) lookup(h Hash, wantValue bool) (data []byte, loc Loc, found, in
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		err = nil
-		if l, ok := b.tail[h]; ok {
-			return nil, l, true, true, nil
-		}
 	}
 	return data, loc, found, inLog, err
 }

@@ -202,6 +202,15 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 			return fail(err)
 		}
 	}
+	if format == 0 && opts.ReadOnly && opts.Damaged && man != nil {
+		if _, err := os.Stat(LogPath(dir)); err == nil {
+			// The index cannot say (a damaged table): salvage from the log.
+			format = storeFormat
+		}
+	}
+	if id == nil && man != nil {
+		id = []byte(man.ID)
+	}
 	var tail map[string][]byte
 	if format == storeFormat {
 		// Read the log's tail past the index, without writing a byte.
@@ -346,7 +355,7 @@ func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	if format != storeFormat {
+	if format != 0 && format != storeFormat {
 		opts.Logger.Info().Int("from", format).Int("to", storeFormat).Str("store", dir).Msg("upgrading store format")
 	}
 	objs, _, err := openLog(db, dir, id, false, false)
