@@ -157,6 +157,11 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
 	if len(res.frames) > 0 {
+		if b.fault != nil {
+			if err := b.fault("catchup"); err != nil {
+				return nil, fmt.Errorf("catch up: injected fault: %w", err)
+			}
+		}
 		wb := b.db.NewWriteBatch()
 		defer wb.Cancel()
 		for _, f := range res.frames {
@@ -295,10 +300,16 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	return len(blobs), deduped, nil
 }
 
-// SetFault sets a hook called at named points of a commit ("index":
-// after the frame is written, before its index write); a non-nil result
-// fails the commit there. For crash and fault tests only.
-func (b *Badger) SetFault(f func(op string) error) { b.fault = f }
+// SetFault sets a hook called at named points: "frame" (half a frame
+// written), "index" (the frame written, its index not yet), "catchup"
+// (the tail cut, its index not yet written); a non-nil result fails the
+// operation there. For crash and fault tests only.
+func (b *Badger) SetFault(f func(op string) error) {
+	b.fault = f
+	if b.log != nil {
+		b.log.fault = f
+	}
+}
 
 // LogBytes is how many bytes commits have appended since the store was
 // opened (the journal's index checkpoint uses it).

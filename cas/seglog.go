@@ -104,6 +104,8 @@ type segLog struct {
 
 	syncMu sync.Mutex // one fdatasync round at a time
 
+	fault func(op string) error // crash tests: "frame", "catchup"
+
 	rmu   sync.RWMutex
 	files map[uint64]*os.File
 }
@@ -230,6 +232,16 @@ func (l *segLog) append(frame []byte) (Pos, error) {
 		return Pos{}, err
 	}
 	at := Pos{l.active, l.end}
+	if l.fault != nil && len(frame) > 1 {
+		// Crash tests: half the frame is written when "frame" fires.
+		if _, err := f.WriteAt(frame[:len(frame)/2], l.end); err == nil {
+			err = l.fault("frame")
+			if err != nil {
+				_ = f.Truncate(l.end)
+				return Pos{}, fmt.Errorf("append: injected fault: %w", err)
+			}
+		}
+	}
 	n, err := f.WriteAt(frame, l.end)
 	if err == nil && n != len(frame) {
 		err = fmt.Errorf("short write of %d of %d bytes", n, len(frame))
