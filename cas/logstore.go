@@ -83,6 +83,14 @@ func OpenLogged(db *badger.DB, logDir string, o LogOptions) (*Badger, error) {
 	}
 	b := NewBadger(db)
 	b.log = l
+	b.inline = true // unless the index holds no inline object at all
+	_ = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{KeyPrefix}})
+		defer it.Close()
+		it.Rewind()
+		b.inline = it.Valid()
+		return nil
+	})
 	return b, nil
 }
 
@@ -255,7 +263,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			continue
 		}
 		s := stored{h: bl.Hash, raw: len(bl.Data), comp: compRaw, data: bl.Data}
-		if len(bl.Data) >= minCompress {
+		if len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
 			c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
 			if len(c) <= len(bl.Data)-len(bl.Data)/8 {
 				s.comp, s.data = compZstd, c
@@ -311,6 +319,21 @@ func (b *Badger) SetFault(f func(op string) error) {
 	}
 }
 
+// sampleSize is the prefix compressible tries first.
+const sampleSize = 4 << 10
+
+// compressible reports whether data looks worth compressing: a big object
+// is judged by compressing a sample first, so incompressible chunks
+// (media, archives, random data) cost a 4 KiB attempt, not a whole one.
+func compressible(enc *zstd.Encoder, data []byte) bool {
+	if len(data) < 4*sampleSize {
+		return true
+	}
+	var buf [2 * sampleSize]byte
+	c := enc.EncodeAll(data[:sampleSize], buf[:0])
+	return len(c) <= sampleSize-sampleSize/8
+}
+
 // LogBytes is how many bytes commits have appended since the store was
 // opened (the journal's index checkpoint uses it).
 func (b *Badger) LogBytes() int64 { return b.logged.Load() }
@@ -357,7 +380,11 @@ func (b *Badger) getLogged(h Hash, loc Loc) ([]byte, error) {
 // by hand) win over a log location; the read-only tail comes last.
 func (b *Badger) lookup(h Hash, wantValue bool) (data []byte, loc Loc, found, inLog bool, err error) {
 	err = b.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(Key(h))
+		err := badger.ErrKeyNotFound
+		var item *badger.Item
+		if b.inline || b.log == nil {
+			item, err = txn.Get(Key(h))
+		}
 		if err == nil {
 			found = true
 			if wantValue {
