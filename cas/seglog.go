@@ -28,12 +28,17 @@ const (
 	SegmentSize = 128 << 20
 
 	frameMagic      = 0x52464d32 // "RFM2"
+	// (segmentSize below is SegmentSize; tests make it small.)
 	frameHeaderSize = 32
 	// maxFrame bounds a frame's payload; a header claiming more is damage.
 	maxFrame = 1 << 31
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// segmentSize is SegmentSize, a variable so that tests can roll segments
+// without writing 128 MiB.
+var segmentSize int64 = SegmentSize
 
 // Pos is a position in the log: a segment number and a byte offset in it.
 type Pos struct {
@@ -218,7 +223,7 @@ func (l *segLog) append(frame []byte) (Pos, error) {
 	if l.readOnly {
 		return Pos{}, errors.New("log opened read-only")
 	}
-	if l.end > segHeaderSize && l.end+int64(len(frame)) > SegmentSize {
+	if l.end > segHeaderSize && l.end+int64(len(frame)) > segmentSize {
 		if err := l.create(l.active + 1); err != nil {
 			return Pos{}, err
 		}
