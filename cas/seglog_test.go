@@ -116,4 +116,3 @@ func TestSegmentOfAnotherStore(t *testing.T) {
 		t.Fatalf("catch-up of another store's segment = %v", err)
 	}
 }
-
