@@ -27,8 +27,7 @@ const (
 	// bigger than this gets a segment of its own).
 	SegmentSize = 128 << 20
 
-	frameMagic = 0x52464d32 // "RFM2"
-	// (segmentSize below is SegmentSize; tests make it small.)
+	frameMagic      = 0x52464d32 // "RFM2"
 	frameHeaderSize = 32
 	// maxFrame bounds a frame's payload; a header claiming more is damage.
 	maxFrame = 1 << 31

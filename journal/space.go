@@ -205,18 +205,13 @@ const locLen = 25
 // (steps 1 and 2 above). Errors wrap ErrNoSpace or are I/O errors.
 func (s *space) prepare(b *batch) error {
 	vlog, wal, seg := s.shares(b)
-	if err := s.prepareBytes(vlog, wal, false); err != nil {
-		return err
-	}
-	if avail, _, err := s.free(); err == nil && avail < uint64(vlog+wal+seg) {
-		return fmt.Errorf("prepare store files: %w (%d bytes free, a batch of %d)", ErrNoSpace, avail, vlog+wal+seg)
-	}
-	return nil
+	return s.prepareBytes(vlog, wal, seg, false)
 }
 
 // prepareBytes is prepare for vlog bytes of value log and wal bytes of
-// WAL; force makes it look for what others did whatever the count.
-func (s *space) prepareBytes(vlog, wal int, force bool) error {
+// WAL, and seg bytes of segment log (counted in the free-space check
+// only); force makes it look for what others did whatever the count.
+func (s *space) prepareBytes(vlog, wal, seg int, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The system calls that only notice what others did (a new log file,
@@ -224,7 +219,7 @@ func (s *space) prepareBytes(vlog, wal int, force bool) error {
 	// for every 8th commit and every big one: a small commit between
 	// checks is covered by the slack and the reserve.
 	s.commits++
-	s.check = force || s.commits%8 == 0 || vlog+wal >= 256<<10
+	s.check = force || s.commits%8 == 0 || vlog+wal+seg >= 256<<10
 	for i, w := range []struct {
 		ext, format string
 		bytes       int
@@ -251,8 +246,8 @@ func (s *space) prepareBytes(vlog, wal int, force bool) error {
 		return nil
 	}
 	avail, _, err := s.free()
-	if err == nil && avail < uint64(vlog+wal) {
-		return fmt.Errorf("prepare store files: %w (%d bytes free, a batch of %d)", ErrNoSpace, avail, vlog+wal)
+	if err == nil && avail < uint64(vlog+wal+seg) {
+		return fmt.Errorf("prepare store files: %w (%d bytes free, a batch of %d)", ErrNoSpace, avail, vlog+wal+seg)
 	}
 	return nil
 }
@@ -468,7 +463,7 @@ func (j *Journal) Prepare(n int) error {
 	if j.space == nil {
 		return nil
 	}
-	return j.space.prepareBytes(n, n/8+4096, true)
+	return j.space.prepareBytes(n, n/8+4096, 0, true)
 }
 
 // SetFreeSpace replaces how the journal learns the free space of the
