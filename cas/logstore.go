@@ -131,7 +131,7 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
-	if res.damage == nil && (res.end.Seg < indexed.Seg || res.end.Seg == indexed.Seg && res.end.Off < indexed.Off) {
+	if res.damage == nil && posLess(res.end, indexed) {
 		res.damage = fmt.Errorf("%w: %s: the log ends at offset %d, the index covers it to offset %d",
 			ErrDamaged, l.path(res.end.Seg), res.end.Off, indexed.Off)
 	}
@@ -147,6 +147,12 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 		for _, f := range res.frames {
 			for _, e := range f.blobs {
 				b.tail[e.h] = e.loc
+			}
+			if posLess(f.at, indexed) {
+				// Salvage read this frame only for its objects: its
+				// key writes are in the index, and replaying them over
+				// it would bring back what Truncate dropped since.
+				continue
 			}
 			for _, o := range f.ops {
 				if o.Del {
@@ -210,6 +216,8 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	l.resume(end.Seg, end.Off)
 	return t, nil
 }
+
+func posLess(a, b Pos) bool { return a.Seg < b.Seg || a.Seg == b.Seg && a.Off < b.Off }
 
 // applyFrame adds a frame's index writes to wb: a Loc per blob, then its
 // ops in order.

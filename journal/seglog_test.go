@@ -294,3 +294,27 @@ func killChild(at string) {
 	_ = j.Enqueue(&Record{Op: OpCreate, Parent: 1, Ino: 9, Name: "last", Mode: 0o100644}, []cas.Blob{b}).Wait()
 	os.Exit(3)
 }
+
+// TestSalvageKeepsTruncation: a Damaged open (fsck) reads the whole log
+// for objects, but records Truncate dropped stay dropped.
+func TestSalvageKeepsTruncation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	head := writeSome(t, dir, 10)
+	j := openT(t, dir, Options{})
+	if n, err := j.Truncate(6); err != nil || n != 5 {
+		t.Fatalf("Truncate = %d, %v", n, err)
+	}
+	j.Close()
+	ro, err := Open(dir, Options{ReadOnly: true, Damaged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var seqs []uint64
+	if err := ro.Iter(0, func(r *Record) error { seqs = append(seqs, r.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != int(head)-5 || seqs[0] != 6 {
+		t.Fatalf("salvage sees seqs %v after truncating below 6", seqs)
+	}
+}
