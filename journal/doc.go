@@ -91,12 +91,13 @@
 // Badger writes its value log and WAL through mappings of sparse files, so
 // a store into a page without a block on a full disk is SIGBUS. The
 // committer fallocates what each batch can reach in them before Badger
-// sees it (the index entries; the log itself is written with pwrite and
-// needs no preallocation, a full disk is a clean ENOSPC there), checks
-// that the file system still has room for the frame,
-// and Admit refuses ordinary writes (ErrNoSpace, ENOSPC) while free space
-// is below what is queued plus a reserve that generation cuts, rewinds,
-// unmounts, gc and Badger's own table writes use. See space.go.
+// sees it (the index entries). The log itself is written with pwrite and
+// needs no preallocation: a full disk is a clean ENOSPC there, and the
+// frame is cut back. The frame's bytes count in the committer's
+// free-space check and, as queued bytes, in Admit, which refuses ordinary
+// writes (ErrNoSpace, ENOSPC) while free space is below what is queued
+// plus a reserve that generation cuts, rewinds, unmounts, gc and Badger's
+// own table writes use. See space.go.
 //
 // # Durability
 //
