@@ -123,7 +123,11 @@ func (f *FS) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fu
 	if h == nil {
 		return 0, fuse.Status(syscall.ESTALE)
 	}
-	n, err := f.live.WriteAt(f.caller(&in.InHeader), in.NodeId, h.epoch, data, in.Offset, h.appending)
+	c := f.caller(&in.InHeader)
+	if err := f.killPriv(&in.InHeader, c, h.epoch, in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0); err != nil {
+		return 0, f.status("write", err)
+	}
+	n, err := f.live.WriteAt(c, in.NodeId, h.epoch, data, in.Offset, h.appending)
 	if err != nil {
 		return 0, f.status("write", err)
 	}

@@ -94,8 +94,11 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		// default_permissions); the umask, default-ACL inheritance and
 		// the mode an access ACL implies are ours (tree/acl.go), and
 		// SETXATTR_EXT carries the kernel's "clear setgid" flag.
-		EnableAcl:         true,
-		ExtraCapabilities: fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT,
+		EnableAcl: true,
+		// HANDLE_KILLPRIV_V2: clearing suid/sgid and security.capability
+		// on write, truncate and chown is ours (killpriv.go), so the
+		// kernel stops asking GETXATTR before every write.
+		ExtraCapabilities: fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT | fuse.CAP_HANDLE_KILLPRIV_V2,
 	}
 	srv, err := fuse.NewServer(f, mountpoint, mo)
 	if err != nil {

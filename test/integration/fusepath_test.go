@@ -1,0 +1,148 @@
+package integration
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The FUSE settings of issue 11 part 6. With FUSE_HANDLE_KILLPRIV_V2 the
+// kernel stops clearing suid/sgid and security.capability itself and
+// leaves it to reynfs (fs/killpriv.go); each test here does the same
+// thing in the mount and in a directory of the host file system (ext4)
+// and compares what stat and getxattr report.
+
+// killPrivScript makes files with suid/sgid and changes them the ways
+// that clear (or keep) those bits, as root and as user nobody.
+const killPrivScript = `
+NB="setpriv --reuid=65534 --regid=65534 --clear-groups"
+mk() { rm -f "$1"; printf abc > "$1"; chmod "$2" "$1"; }
+mk write 6777; $NB sh -c 'printf x >> write'
+mk write-sgid-nogx 2767; $NB sh -c 'printf x >> write-sgid-nogx'
+mk write-again 6777; $NB sh -c 'printf x >> write-again'; chmod 6777 write-again; $NB sh -c 'printf y >> write-again'
+mk write-root 6777; printf x >> write-root
+mk truncate 6777; $NB truncate -s 1 truncate
+mk truncate-root 6777; truncate -s 1 truncate-root
+mk open-trunc 6777; $NB sh -c ': > open-trunc'
+mk fallocate 6777; $NB fallocate -l 8192 fallocate
+mk chown 6777; chown 65534 chown
+mk chown-sgid-nogx 2767; chown 65534 chown-sgid-nogx
+mk chmod 6777; chmod 6755 chmod
+mk plain 0777; $NB sh -c 'printf x >> plain'
+mkdir dir; chmod 2777 dir; chown 65534 dir
+mk chown-same 6777
+`
+
+// vfsCapNetRaw is a security.capability value (VFS_CAP_REVISION_2,
+// effective) granting CAP_NET_RAW, what setcap cap_net_raw+ep writes.
+func vfsCapNetRaw() []byte {
+	b := make([]byte, 20)
+	binary.LittleEndian.PutUint32(b[0:], 0x02000000|1)
+	binary.LittleEndian.PutUint32(b[4:], 1<<13)
+	return b
+}
+
+// killPrivState runs the script in dir, then the cases that need a file
+// capability, and returns every file's mode and whether it kept its
+// capability, sorted.
+func killPrivState(t *testing.T, dir string) string {
+	t.Helper()
+	shTimeout(t, dir, killPrivScript)
+	// chown(f, -1, -1) by root clears suid on ext4 too.
+	if err := os.Chown(filepath.Join(dir, "chown-same"), -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	caps := map[string]func(p string) error{
+		"cap-write-root": func(p string) error {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
+			}
+			_, err = f.Write([]byte("x"))
+			return errors.Join(err, f.Close())
+		},
+		"cap-truncate-root": func(p string) error { return os.Truncate(p, 1) },
+		"cap-chown":         func(p string) error { return os.Chown(p, 65534, -1) },
+		"cap-write-nobody": func(p string) error {
+			out, err := asNobody(dir, "printf x >> "+filepath.Base(p))
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		},
+		"cap-chmod": func(p string) error { return os.Chmod(p, 0o775) },
+	}
+	for name, act := range caps {
+		p := filepath.Join(dir, name)
+		writeFile(t, p, []byte("abc"), 0o757)
+		if err := os.Chmod(p, 0o757); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setxattr(p, "security.capability", vfsCapNetRaw(), 0); err != nil {
+			skipOrFail(t, "setxattr security.capability in %s: %v", dir, err)
+		}
+		if err := act(p); err != nil {
+			t.Fatalf("%s in %s: %v", name, dir, err)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		_, err := unix.Getxattr(p, "security.capability", nil)
+		lines = append(lines, fmt.Sprintf("%s %06o cap=%v", e.Name(), st.Mode, err == nil))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// TestKillPrivLikeExt4: writes, truncates, fallocate and chown clear
+// suid, sgid and security.capability in the mount exactly as on the host
+// file system, for user nobody and for root, now that the kernel leaves
+// it to reynfs (FUSE_HANDLE_KILLPRIV_V2). Without fs/killpriv.go, nobody's
+// write, truncate and fallocate keep suid here; and reynfs before it kept
+// sgid without group execute that ext4 clears for a caller outside the
+// group.
+func TestKillPrivLikeExt4(t *testing.T) {
+	requireNobody(t)
+	requireTool(t, "fallocate")
+	requireTool(t, "truncate")
+	native := t.TempDir()
+	proj := t.TempDir()
+	for _, d := range []string{native, proj} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		traversable(t, d)
+	}
+	m := mountProject(t, proj)
+	want := killPrivState(t, native)
+	if !strings.Contains(want, "write 100777") || !strings.Contains(want, "write-root 106777") {
+		t.Fatalf("the host file system does not clear suid as ext4 does; nothing to compare with:\n%s", want)
+	}
+	if got := killPrivState(t, m.Dir); got != want {
+		t.Errorf("suid/sgid/capability in the mount differ from the host directory:\n%s", lineDiff(want, got))
+	}
+	// What the kernel showed came from the daemon: a fresh mount agrees.
+	m.Unmount()
+	m.Mount()
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(m.Dir, "write"), &st); err != nil || st.Mode != syscall.S_IFREG|0o777 {
+		t.Errorf("after a remount, nobody's write to a 6777 file shows mode %06o (%v), want 100777", st.Mode, err)
+	}
+}
