@@ -95,6 +95,14 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		// the mode an access ACL implies are ours (tree/acl.go), and
 		// SETXATTR_EXT carries the kernel's "clear setgid" flag.
 		EnableAcl: true,
+		// EXPLICIT_INVAL_DATA: the page cache of a file survives the
+		// attribute refresh after a write (AUTO_INVAL_DATA drops it when
+		// it sees the new mtime, so a file just written is read from the
+		// daemon again). Every write, truncate, fallocate and copy goes
+		// through the kernel, which keeps its pages right itself; only a
+		// swap changes content behind it, and rewind invalidates every
+		// inode it changes (InvalidateInode). The views never change.
+		ExplicitDataCacheControl: true,
 		// HANDLE_KILLPRIV_V2: clearing suid/sgid and security.capability
 		// on write, truncate and chown is ours (killpriv.go), so the
 		// kernel stops asking GETXATTR before every write.

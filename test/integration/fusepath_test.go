@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -144,5 +145,75 @@ func TestKillPrivLikeExt4(t *testing.T) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(filepath.Join(m.Dir, "write"), &st); err != nil || st.Mode != syscall.S_IFREG|0o777 {
 		t.Errorf("after a remount, nobody's write to a 6777 file shows mode %06o (%v), want 100777", st.Mode, err)
+	}
+}
+
+// resident returns how many of the pages of the file at p are in the
+// page cache (mincore over a read-only mapping), and the page count.
+func resident(t *testing.T, p string) (int, int) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int(fi.Size())
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mmap %s: %v", p, err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (size+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatalf("mincore %s: %v", p, e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n, len(vec)
+}
+
+// TestPageCacheSurvives: a file written through the mount stays in the
+// kernel's page cache across stat (the attribute refresh that sees its new
+// mtime), close and a new open, so reading it back is served by the
+// kernel without a READ request (FOPEN_KEEP_CACHE and
+// EXPLICIT_INVAL_DATA; with AUTO_INVAL_DATA the kernel drops the pages
+// when the refreshed mtime differs from the one it had). A rewind still
+// replaces what the cache holds (TestRewindCacheCoherence covers that).
+func TestPageCacheSurvives(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	p := filepath.Join(m.Dir, "written")
+	data := make([]byte, 8<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil { // the attribute refresh
+		t.Fatal(err)
+	}
+	if n, all := resident(t, p); n != all {
+		t.Errorf("after write, stat, reopen: %d of %d pages in the page cache, want all (the kernel dropped what was just written)", n, all)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("read back %d bytes (%v), want the %d written", len(got), err, len(data))
+	}
+	// A file read once is served from the cache at the next open.
+	q := filepath.Join(m.Dir, "read")
+	writeFile(t, q, data[:1<<20], 0o644)
+	m.Unmount()
+	m.Mount()
+	if _, err := os.ReadFile(q); err != nil {
+		t.Fatal(err)
+	}
+	if n, all := resident(t, q); n != all {
+		t.Errorf("after a read and a reopen: %d of %d pages in the page cache, want all", n, all)
 	}
 }
