@@ -13,6 +13,10 @@ import (
 	"github.com/reynfs/reynfs/fs/tree"
 )
 
+// maxWrite is the largest READ and WRITE request (the kernel's max_pages
+// 256 of 4 KiB pages).
+const maxWrite = 1 << 20
+
 // Options configure a mount.
 type Options struct {
 	Log zerolog.Logger
@@ -86,7 +90,7 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		DirectMount:       os.Geteuid() == 0,
 		DirectMountStrict: os.Geteuid() == 0,
 		DirectMountFlags:  syscall.MS_NOATIME | syscall.MS_NOSUID | syscall.MS_NODEV,
-		MaxWrite:          1 << 20,
+		MaxWrite:          maxWrite,
 		Options:           []string{"default_permissions"},
 		AllowOther:        os.Geteuid() == 0,
 		Debug:             opts.Debug,
@@ -122,6 +126,7 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		_ = srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	f.raiseReadahead(readaheadKB)
 	return f, nil
 }
 

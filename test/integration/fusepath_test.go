@@ -217,3 +217,36 @@ func TestPageCacheSurvives(t *testing.T) {
 		t.Errorf("after a read and a reopen: %d of %d pages in the page cache, want all", n, all)
 	}
 }
+
+// TestReadaheadRaised: as root the mount's readahead is one 1 MiB request
+// (the kernel offers FUSE 128 KiB), so a sequential reader costs a quarter
+// of the READ round trips; the file still reads back whole.
+func TestReadaheadRaised(t *testing.T) {
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "raising a mount's readahead in sysfs needs root")
+	}
+	m := mountProject(t, t.TempDir())
+	var st unix.Stat_t
+	if err := unix.Stat(m.Dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		skipOrFail(t, "no backing-device readahead for the mount: %v", err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "1024" {
+		t.Errorf("%s = %s, want 1024", p, got)
+	}
+	data := make([]byte, 3<<20+5)
+	for i := range data {
+		data[i] = byte(i % 251)
+	}
+	writeFile(t, filepath.Join(m.Dir, "seq"), data, 0o644)
+	m.Unmount()
+	m.Mount() // a cold page cache: the read goes through readahead
+	got, err := os.ReadFile(filepath.Join(m.Dir, "seq"))
+	if err != nil || string(got) != string(data) {
+		t.Errorf("sequential read back: %d bytes, %v; want the %d written", len(got), err, len(data))
+	}
+}
