@@ -107,6 +107,11 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		// swap changes content behind it, and rewind invalidates every
 		// inode it changes (InvalidateInode). The views never change.
 		ExplicitDataCacheControl: true,
+		// CACHE_SYMLINKS: a symlink's target is read once and kept in the
+		// page cache (path walks through node_modules/.bin, toolchains and
+		// git's symlinks cost a READLINK each otherwise). A target never
+		// changes under one inode but by a swap, which invalidates it.
+		EnableSymlinkCaching: true,
 		// HANDLE_KILLPRIV_V2: clearing suid/sgid and security.capability
 		// on write, truncate and chown is ours (killpriv.go), so the
 		// kernel stops asking GETXATTR before every write.

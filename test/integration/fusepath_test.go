@@ -250,3 +250,37 @@ func TestReadaheadRaised(t *testing.T) {
 		t.Errorf("sequential read back: %d bytes, %v; want the %d written", len(got), err, len(data))
 	}
 }
+
+// TestSymlinkCacheRewind: with the kernel caching symlink targets
+// (CACHE_SYMLINKS), readlink after a rewind shows the rewound target,
+// whether the rewind brings back the old link or changes one the kernel
+// has read.
+func TestSymlinkCacheRewind(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	link := filepath.Join(m.Dir, "link")
+	readlink := func(when, want string) {
+		t.Helper()
+		for i := 0; i < 3; i++ { // the second and third come from the cache
+			if got, err := os.Readlink(link); err != nil || got != want {
+				t.Fatalf("%s: readlink = %q, %v; want %q", when, got, err, want)
+			}
+		}
+	}
+	if err := os.Symlink("target-a", link); err != nil {
+		t.Fatal(err)
+	}
+	readlink("before the checkpoint", "target-a")
+	rwCheckpoint(t, m, "a")
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("target-b-longer", link); err != nil {
+		t.Fatal(err)
+	}
+	readlink("in the future", "target-b-longer")
+	rwCheckpoint(t, m, "b")
+	rwRewind(t, m, "a")
+	readlink("after rewind to a", "target-a")
+	rwRewind(t, m, "b")
+	readlink("after rewind to b", "target-b-longer")
+}
