@@ -18,8 +18,9 @@ type handle struct {
 	ino       uint64
 	epoch     tree.Epoch
 	appending bool
-	dir       []tree.Dirent // directory snapshot taken at opendir
+	dir       []tree.Dirent // directory snapshot (dir_ops.go ReadDir)
 	parent    uint64
+	listed    bool // dir is fresh from opendir, not yet read from 0
 }
 
 func (h *handle) stale() bool { return h.epoch != h.f.live.Epoch() }

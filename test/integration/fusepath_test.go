@@ -284,3 +284,67 @@ func TestSymlinkCacheRewind(t *testing.T) {
 	rwRewind(t, m, "b")
 	readlink("after rewind to b", "target-b-longer")
 }
+
+// TestDirCacheRewind: with the kernel caching directory listings across
+// opens (FOPEN_CACHE_DIR), a listing after a rewind is the rewound one,
+// also when a directory handle opened before the rewind reads first (it
+// would otherwise fill the emptied cache with the discarded future).
+func TestDirCacheRewind(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	d := filepath.Join(m.Dir, "d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		writeFile(t, filepath.Join(d, n), []byte(n), 0o644)
+	}
+	names := func(f *os.File) string {
+		t.Helper()
+		if _, err := f.Seek(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		ns, err := f.Readdirnames(-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(ns)
+		return strings.Join(ns, " ")
+	}
+	list := func() string {
+		t.Helper()
+		f, err := os.Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return names(f)
+	}
+	if got := list(); got != "a b" {
+		t.Fatalf("listing = %q, want a b", got)
+	}
+	rwCheckpoint(t, m, "ab")
+	writeFile(t, filepath.Join(d, "c"), []byte("c"), 0o644)
+	if err := os.Remove(filepath.Join(d, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); got != "b c" { // now cached by the kernel
+		t.Fatalf("listing in the future = %q, want b c", got)
+	}
+	old, err := os.Open(d) // opened in the future, read after the rewind
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	rwRewind(t, m, "ab")
+	if got := names(old); got != "a b" {
+		t.Errorf("a handle from before the rewind lists %q after it, want a b", got)
+	}
+	for i := 0; i < 2; i++ { // the second from the kernel's cache
+		if got := list(); got != "a b" {
+			t.Errorf("listing %d after the rewind = %q, want a b", i+1, got)
+		}
+	}
+	if out := shTimeout(t, d, "ls"); out != "a\nb\n" {
+		t.Errorf("ls after the rewind = %q, want a, b", out)
+	}
+}
