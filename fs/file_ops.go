@@ -52,22 +52,6 @@ func (f *FS) dropHandle(fh uint64) *handle {
 // through this mount, and a rewind invalidates what it changes.
 const openFlags = fuse.FOPEN_KEEP_CACHE
 
-// readOnlyFlags are openFlags for a handle that cannot write: its close
-// sends no FLUSH (a synchronous round trip per close(2) of every file
-// git, grep or a compiler reads), since there is nothing of its own to
-// journal; the writers' own closes, fsync and the periodic FlushAll
-// journal what others wrote. Locks are the kernel's (no EnableLocks), so
-// FLUSH carries no unlock for us either.
-const readOnlyFlags = openFlags | fuse.FOPEN_NOFLUSH
-
-// openFlagsFor picks the open flags of a handle opened with flags.
-func openFlagsFor(flags uint32) uint32 {
-	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && flags&syscall.O_TRUNC == 0 {
-		return readOnlyFlags
-	}
-	return openFlags
-}
-
 func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	if f.readOnly(in.NodeId, name) {
 		return fuse.EROFS
@@ -104,9 +88,9 @@ func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.St
 			return fuse.EROFS
 		}
 		out.Fh = f.newHandle(in.NodeId, 0)
-		out.OpenFlags = readOnlyFlags
+		out.OpenFlags = openFlags
 		if in.NodeId == viewTimelne {
-			out.OpenFlags = fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH // it grows with every generation
+			out.OpenFlags = fuse.FOPEN_DIRECT_IO // it grows with every generation
 		}
 		return fuse.OK
 	}
@@ -119,7 +103,7 @@ func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.St
 		return fuse.EISDIR
 	}
 	out.Fh = f.newHandle(in.NodeId, in.Flags)
-	out.OpenFlags = openFlagsFor(in.Flags)
+	out.OpenFlags = openFlags
 	return fuse.OK
 }
 
