@@ -27,6 +27,7 @@ type staging struct {
 	recent      map[cas.Hash]*list.Element // of *recentBlob, in order
 	order       list.List                  // newest first
 	recentBytes int
+	recentMax   int // recentBytes' bound (tests lower it)
 }
 
 type stagedBlob struct {
@@ -40,12 +41,11 @@ type recentBlob struct {
 }
 
 // recentMax bounds the committed chunks staging keeps, counted by the
-// capacity of their buffers: 128 full chunks. A variable so that tests
-// can lower it.
-var recentMax = 8 << 20
+// capacity of their buffers: 128 full chunks.
+const recentMax = 8 << 20
 
 func newStaging(s cas.Store) *staging {
-	return &staging{Store: s, blobs: map[cas.Hash]stagedBlob{}, recent: map[cas.Hash]*list.Element{}}
+	return &staging{Store: s, blobs: map[cas.Hash]stagedBlob{}, recent: map[cas.Hash]*list.Element{}, recentMax: recentMax}
 }
 
 func (s *staging) Get(h cas.Hash) ([]byte, error) {
@@ -96,18 +96,18 @@ func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 }
 
 // keepLocked adds a committed chunk to the recent ones, dropping the
-// oldest past recentMax. The caller holds s.mu.
+// oldest past s.recentMax. The caller holds s.mu.
 func (s *staging) keepLocked(h cas.Hash, data []byte) {
 	if el, ok := s.recent[h]; ok {
 		s.order.MoveToFront(el)
 		return
 	}
-	if cap(data) > recentMax {
+	if cap(data) > s.recentMax {
 		return
 	}
 	s.recent[h] = s.order.PushFront(&recentBlob{hash: h, data: data})
 	s.recentBytes += cap(data)
-	for s.recentBytes > recentMax {
+	for s.recentBytes > s.recentMax {
 		old := s.order.Back()
 		rb := old.Value.(*recentBlob)
 		s.order.Remove(old)
