@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// levels are the zstd levels measured. klauspost/compress has four;
+// Fastest and Default are the candidates for a write path (Default is about
+// zstd -3), Better shows what a background repack could buy.
+var levels = []struct {
+	name  string
+	level zstd.EncoderLevel
+}{
+	{"fastest", zstd.SpeedFastest},
+	{"default", zstd.SpeedDefault},
+	{"better", zstd.SpeedBetterCompression},
+}
+
+// compressor holds one encoder per level and a decoder, so a measurement
+// does not pay for building them per object.
+type compressor struct {
+	enc map[zstd.EncoderLevel]*zstd.Encoder
+	dec *zstd.Decoder
+}
+
+func newCompressor() (*compressor, error) {
+	c := &compressor{enc: map[zstd.EncoderLevel]*zstd.Encoder{}}
+	for _, l := range levels {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(l.level), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("new encoder: %w", err)
+		}
+		c.enc[l.level] = e
+	}
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, fmt.Errorf("new decoder: %w", err)
+	}
+	c.dec = d
+	return c, nil
+}
+
+// stored is what one object costs stored compressed, as a pack would store
+// it: the compressed frame, or the raw bytes when compression does not make
+// it smaller (restic stores incompressible blobs raw; one flag bit in the
+// pack index says which).
+func stored(raw, z int) int64 { return int64(min(raw, z)) }
+
+// size returns the stored size of data compressed alone at level.
+func (c *compressor) size(data []byte, level zstd.EncoderLevel) int64 {
+	z := c.enc[level].EncodeAll(data, nil)
+	return stored(len(data), len(z))
+}
+
+// withDict returns the stored size of data compressed at the default level
+// with dict as a raw dictionary (zstd's "patch from": the previous version
+// of the same object as history, which is what git's deltas do). It checks
+// that the frame decodes back to data with the same dictionary, so a number
+// in the report is a representation that really round-trips.
+func withDict(data, dict []byte) (int64, error) {
+	if len(dict) < 8 { // zstd wants a few bytes of history
+		dict = append(bytes.Repeat([]byte{0}, 8-len(dict)), dict...)
+	}
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderConcurrency(1), zstd.WithEncoderDictRaw(1, dict))
+	if err != nil {
+		return 0, fmt.Errorf("delta encoder: %w", err)
+	}
+	z := e.EncodeAll(data, nil)
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderDictRaw(1, dict))
+	if err != nil {
+		return 0, fmt.Errorf("delta decoder: %w", err)
+	}
+	defer d.Close()
+	back, err := d.DecodeAll(z, nil)
+	if err != nil || !bytes.Equal(back, data) {
+		return 0, fmt.Errorf("delta round trip failed (%d bytes against a %d-byte base): %v", len(data), len(dict), err)
+	}
+	return stored(len(data), len(z)), nil
+}
+
+// packed returns the stored size of objects grouped into frames of about
+// frame bytes (consecutive objects, never split), each frame compressed as
+// one zstd frame at the default level: what a pack that compresses groups
+// of blobs together would take. A read of one object then decompresses its
+// whole frame, so the frame size bounds the read amplification.
+func (c *compressor) packed(objects [][]byte, frame int) int64 {
+	var total int64
+	var buf []byte
+	flush := func() {
+		if len(buf) > 0 {
+			total += c.size(buf, zstd.SpeedDefault)
+			buf = buf[:0]
+		}
+	}
+	for _, o := range objects {
+		if len(buf) > 0 && len(buf)+len(o) > frame {
+			flush()
+		}
+		buf = append(buf, o...)
+	}
+	flush()
+	return total
+}
+
+// dictionary builds a zstd dictionary from samples (the first objects of
+// one kind, up to 110 KiB of them, zstd's usual dictionary size) for
+// per-object compression of the rest: the alternative to deltas when an
+// object has no previous version to delta against.
+func dictionary(samples [][]byte) ([]byte, error) {
+	var hist []byte
+	var contents [][]byte
+	for _, s := range samples {
+		if len(hist)+len(s) > 110<<10 {
+			break
+		}
+		hist = append(hist, s...)
+		contents = append(contents, s)
+	}
+	if len(contents) < 2 || len(hist) < 1<<10 {
+		return nil, fmt.Errorf("build dictionary: %d samples of %d bytes are too few", len(contents), len(hist))
+	}
+	d, err := zstd.BuildDict(zstd.BuildDictOptions{ID: 7, Contents: contents, History: hist, Level: zstd.SpeedDefault})
+	if err != nil {
+		return nil, fmt.Errorf("build dictionary: %w", err)
+	}
+	return d, nil
+}
+
+// dictSizes returns the stored size of each object compressed alone at the
+// default level with the trained dictionary dict, checking the round trip.
+func dictSizes(objects [][]byte, dict []byte) (int64, error) {
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderConcurrency(1), zstd.WithEncoderDict(dict))
+	if err != nil {
+		return 0, fmt.Errorf("dict encoder: %w", err)
+	}
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderDicts(dict))
+	if err != nil {
+		return 0, fmt.Errorf("dict decoder: %w", err)
+	}
+	defer d.Close()
+	var total int64
+	for _, o := range objects {
+		z := e.EncodeAll(o, nil)
+		back, err := d.DecodeAll(z, nil)
+		if err != nil || !bytes.Equal(back, o) {
+			return 0, fmt.Errorf("dict round trip failed: %v", err)
+		}
+		total += stored(len(o), len(z))
+	}
+	return total, nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/reynfs/reynfs/journal"
+)
+
+// storeOptions are the columns of the object table: one way each to store
+// every object of a kind, in bytes.
+var storeOptions = []string{
+	"raw", "zstd fastest", "zstd default", "zstd better",
+	"frames 64 KiB", "frames 1 MiB", "dict", "delta",
+}
+
+// measureKind returns, in storeOptions order, what objs (all of one kind,
+// in log order) take under each option.
+func measureKind(c *compressor, objs []object) ([]int64, error) {
+	res := make([]int64, len(storeOptions))
+	data := make([][]byte, len(objs))
+	for i, o := range objs {
+		data[i] = o.data
+		res[0] += int64(len(o.data))
+		for k, l := range levels {
+			res[1+k] += c.size(o.data, l.level)
+		}
+	}
+	res[4] = c.packed(data, 64<<10)
+	res[5] = c.packed(data, 1<<20)
+	res[6] = -1 // too few objects to train a dictionary on
+	if d, err := dictionary(data); err == nil {
+		n, err := dictSizes(data, d)
+		if err != nil {
+			return nil, err
+		}
+		res[6] = n + int64(len(d)) // the dictionary is stored once
+	}
+	for _, o := range objs {
+		if o.prev == nil {
+			res[7] += c.size(o.data, levels[1].level)
+			continue
+		}
+		n, err := withDict(o.data, o.prev)
+		if err != nil {
+			return nil, err
+		}
+		res[7] += n
+	}
+	return res, nil
+}
+
+// runStore writes the store's breakdown: its files, its Badger keys by
+// prefix, and its objects by kind under each storage option.
+func runStore(w io.Writer, dir string) error {
+	if err := fileSizes(w, dir); err != nil {
+		return err
+	}
+	db := dir
+	if _, err := os.Stat(filepath.Join(dir, "db", "MANIFEST")); err == nil {
+		db = filepath.Join(dir, "db") // the --store directory; Badger is in db/
+	}
+	j, err := journal.Open(db, journal.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	classes, err := keyClasses(j.DB())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "| Badger keys | keys | key bytes | value bytes |\n| --- | --: | --: | --: |\n")
+	var tk, tb, tv int64
+	for _, c := range classes {
+		fmt.Fprintf(w, "| %s | %d | %d | %d |\n", c.name, c.keys, c.keyBytes, c.value)
+		tk, tb, tv = tk+c.keys, tb+c.keyBytes, tv+c.value
+	}
+	fmt.Fprintf(w, "| **total** | %d | %d | %d (%s) |\n\n", tk, tb, tv, mib(tv))
+
+	objs, gens, err := loadObjects(j)
+	if err != nil {
+		return err
+	}
+	c, err := newCompressor()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Objects (%d generations), bytes stored under each option:\n\n", gens)
+	fmt.Fprintf(w, "| kind | objects | hash bytes |")
+	for _, o := range storeOptions {
+		fmt.Fprintf(w, " %s |", o)
+	}
+	fmt.Fprintf(w, "\n| --- | --: | --: |")
+	for range storeOptions {
+		fmt.Fprintf(w, " --: |")
+	}
+	fmt.Fprintln(w)
+	total := make([]int64, len(storeOptions))
+	var tn, th int64
+	for _, k := range kinds {
+		var of []object
+		var hb int64
+		for _, o := range objs {
+			if o.kind == k {
+				of = append(of, o)
+				hb += int64(o.hash)
+			}
+		}
+		if len(of) == 0 {
+			continue
+		}
+		res, err := measureKind(c, of)
+		if err != nil {
+			return fmt.Errorf("measure %s objects: %w", k, err)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d |", k, len(of), hb)
+		for i, v := range res {
+			fmt.Fprintf(w, " %s |", cell(v))
+			if v >= 0 && total[i] >= 0 {
+				total[i] += v
+			} else {
+				total[i] = -1
+			}
+		}
+		fmt.Fprintln(w)
+		tn, th = tn+int64(len(of)), th+hb
+	}
+	fmt.Fprintf(w, "| **total** | %d | %d |", tn, th)
+	for _, v := range total {
+		fmt.Fprintf(w, " %s |", cell(v))
+	}
+	fmt.Fprintf(w, "\n\nraw in MiB: %s; zstd default: %s; delta: %s\n", mib(total[0]), mib(total[2]), mib(total[7]))
+	return nil
+}
+
+func cell(v int64) string {
+	if v < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%d", v)
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// Every chunking cuts a file into pieces that put back together give the
+// file, within its bounds; a content-defined one cuts the same bytes the
+// same way after an insertion near the front, which fixed chunks cannot.
+func TestSplitters(t *testing.T) {
+	data := randomBytes(3<<20, 1)
+	shifted := append(append(append([]byte{}, data[:1000]...), "inserted"...), data[1000:]...)
+	for _, s := range splitters {
+		a, err := s.split(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Join(a, nil); !bytes.Equal(got, data) {
+			t.Fatalf("%s: chunks do not rebuild the input", s.name)
+		}
+		b, err := s.split(shifted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[cas.Hash]bool{}
+		for _, c := range a {
+			have[cas.Sum(c)] = true
+		}
+		var shared int
+		for _, c := range b {
+			if have[cas.Sum(c)] {
+				shared += len(c)
+			}
+		}
+		cdc := !strings.HasPrefix(s.name, "fixed")
+		// restic's default chunks average 1 MiB: the insert costs one or two
+		// of the three, the rest must still dedup
+		want := len(data) / 2
+		if strings.Contains(s.name, "1M") {
+			want = 1
+		}
+		if cdc && shared < want {
+			t.Errorf("%s: only %d of %d bytes dedup after an 8-byte insert", s.name, shared, len(data))
+		}
+		if !cdc && shared != 0 {
+			t.Errorf("%s: %d bytes dedup after a shift, want 0", s.name, shared)
+		}
+	}
+	for _, c := range must(fastCDC(16<<10, 64<<10, 256<<10)(data)) {
+		if len(c) > 256<<10 {
+			t.Fatalf("FastCDC chunk of %d bytes, above its bound", len(c))
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// A delta against a similar base is far smaller than the object alone; a
+// history stores nothing for an unchanged file and only the new tail chunk
+// of an appended one.
+func TestDeltaAndHistory(t *testing.T) {
+	base := randomBytes(64<<10, 2)
+	next := append([]byte{}, base...)
+	copy(next[100:], "changed")
+	c, err := newCompressor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := withDict(next, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone := c.size(next, levels[1].level); d > 1024 || alone < 60<<10 {
+		t.Fatalf("delta %d bytes, alone %d: want a small delta of incompressible data", d, alone)
+	}
+	h := newHistory(c)
+	log := randomBytes(200<<10, 3)
+	for _, v := range [][]byte{log, log, append(log, randomBytes(10, 4)...)} {
+		if err := h.file("app.log", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.versions != 2 {
+		t.Fatalf("%d versions stored, want 2 (the unchanged one is free)", h.versions)
+	}
+	// fixed 64 KiB: 4 chunks, then only the tail chunk changes
+	if got := h.t[0].chunks; got != 5 {
+		t.Fatalf("fixed 64 KiB stored %d chunks, want 5", got)
+	}
+}
+
+// The store report reads a real store read-only: it finds the generation's
+// directory, file inode and chunk and counts each once.
+func TestStoreReport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	j, err := journal.Open(dir, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("line of text\n"), 100)
+	ch := cas.Sum(chunk)
+	file := &cas.Inode{Ino: 2, Mode: cas.ModeRegular | 0o644, Size: uint64(len(chunk)), Chunks: []cas.Hash{ch}}
+	fb := cas.EncodeInode(file)
+	root := &cas.Inode{Ino: 1, Mode: cas.ModeDir | 0o755, Entries: []cas.Entry{{Name: "a.txt", Ino: 2, Object: cas.Sum(fb)}}}
+	rb := cas.EncodeInode(root)
+	blobs := []cas.Blob{{Hash: ch, Data: chunk}, {Hash: cas.Sum(fb), Data: fb}, {Hash: cas.Sum(rb), Data: rb}}
+	r := &journal.Record{Op: journal.OpGeneration, GenKind: "manual", Root: cas.Sum(rb), NextIno: 3}
+	if err := j.Enqueue(r, blobs).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rewind.Reindex(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	w := bufio.NewWriter(&out)
+	if err := runStore(w, dir); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	for _, want := range []string{"Objects (1 generations)", "| chunk | 1 | 0 | 1300 |", "| file inode | 1 | 32 |", "| dir inode | 1 | 32 |", "| **total** | 3 |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
+		t.Fatal(err)
+	}
+}
