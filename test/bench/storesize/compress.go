@@ -110,7 +110,14 @@ func (c *compressor) packed(objects [][]byte, frame int) int64 {
 // one kind, up to 110 KiB of them, zstd's usual dictionary size) for
 // per-object compression of the rest: the alternative to deltas when an
 // object has no previous version to delta against.
-func dictionary(samples [][]byte) ([]byte, error) {
+func dictionary(samples [][]byte) (dict []byte, err error) {
+	defer func() {
+		// BuildDict (v1.18.0) divides by zero on some sample sets; that
+		// is a dictionary we cannot build, reported as n/a
+		if r := recover(); r != nil {
+			dict, err = nil, fmt.Errorf("build dictionary: %v", r)
+		}
+	}()
 	var hist []byte
 	var contents [][]byte
 	for _, s := range samples {

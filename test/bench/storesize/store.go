@@ -31,6 +31,7 @@ var kinds = []string{kindChunk, kindFile, kindDir, kindOther, kindUnknown}
 // generation by generation, each generation's new objects in tree order.
 type object struct {
 	kind string
+	gen  int // index of the first generation that reaches it (len(generations) if none)
 	data []byte
 	prev []byte // the previous version of the same inode, or of the chunk at the same file offset
 	hash int    // bytes of the object that are 32-byte hashes (child or chunk names)
@@ -126,45 +127,53 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 	seen := map[cas.Hash]bool{}
 	lastInode := map[uint64][]byte{}
 	lastChunk := map[slot][]byte{}
-	err = cas.Walk(objs, roots, func(h cas.Hash, in *cas.Inode) error {
-		if in == nil {
-			return nil // chunks are taken with their inode below, to know their slot
-		}
-		data, err := objs.Get(h)
-		if err != nil {
-			return err
-		}
-		seen[h] = true
-		o := object{kind: kindFile, data: data, prev: lastInode[in.Ino], hash: 32 * (len(in.Chunks) + len(in.Entries))}
-		if in.IsDir() {
-			o.kind = kindDir
-		}
-		out = append(out, o)
-		lastInode[in.Ino] = data
-		for i, c := range in.Chunks {
-			if c.IsZero() {
+	// A depth-first walk per root, oldest generation first, that skips
+	// what an older generation reached (cas.Walk's order, plus which
+	// generation first reached each object).
+	for gi, root := range roots {
+		stack := []cas.Hash{root}
+		for len(stack) > 0 {
+			h := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[h] {
 				continue
 			}
-			s := slot{in.Ino, i}
-			if seen[c] {
-				lastChunk[s], err = objs.Get(c)
-				if err != nil {
-					return err
-				}
-				continue
-			}
-			seen[c] = true
-			cd, err := objs.Get(c)
+			seen[h] = true
+			data, err := objs.Get(h)
 			if err != nil {
-				return err
+				return nil, 0, fmt.Errorf("walk generations: %w", err)
 			}
-			out = append(out, object{kind: kindChunk, data: cd, prev: lastChunk[s]})
-			lastChunk[s] = cd
+			in, err := cas.DecodeInode(data)
+			if err != nil {
+				return nil, 0, fmt.Errorf("walk generations: object %s: %w", h.Short(), err)
+			}
+			o := object{kind: kindFile, gen: gi, data: data, prev: lastInode[in.Ino], hash: 32 * (len(in.Chunks) + len(in.Entries))}
+			if in.IsDir() {
+				o.kind = kindDir
+			}
+			out = append(out, o)
+			lastInode[in.Ino] = data
+			for i, c := range in.Chunks {
+				if c.IsZero() {
+					continue
+				}
+				s := slot{in.Ino, i}
+				cd, err := objs.Get(c)
+				if err != nil {
+					return nil, 0, fmt.Errorf("walk generations: %w", err)
+				}
+				if !seen[c] {
+					seen[c] = true
+					out = append(out, object{kind: kindChunk, gen: gi, data: cd, prev: lastChunk[s]})
+				}
+				lastChunk[s] = cd
+			}
+			for i := len(in.Entries) - 1; i >= 0; i-- { // pop in name order
+				if !seen[in.Entries[i].Object] {
+					stack = append(stack, in.Entries[i].Object)
+				}
+			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("walk generations: %w", err)
 	}
 	err = objs.Each(func(h cas.Hash, _ int64) error {
 		if seen[h] {
@@ -174,7 +183,7 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 		if err != nil {
 			return err
 		}
-		o := object{kind: kindOther, data: data}
+		o := object{kind: kindOther, gen: len(roots), data: data}
 		if _, err := cas.DecodeInode(data); err == nil {
 			o.kind = kindUnknown
 		}
