@@ -34,7 +34,11 @@ type object struct {
 	gen  int // index of the first generation that reaches it (len(generations) if none)
 	data []byte
 	prev []byte // the previous version of the same inode, or of the chunk at the same file offset
-	hash int    // bytes of the object that are 32-byte hashes (child or chunk names)
+	// depth counts the versions before this one in its line (0: the first),
+	// for deltas with a bounded chain: every maxChain-th version is stored
+	// whole, so a read decodes at most maxChain-1 deltas.
+	depth int
+	hash  int // bytes of the object that are 32-byte hashes (child or chunk names)
 }
 
 // keyClass sums Badger's keys of one prefix.
@@ -127,6 +131,8 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 	seen := map[cas.Hash]bool{}
 	lastInode := map[uint64][]byte{}
 	lastChunk := map[slot][]byte{}
+	inoDepth := map[uint64]int{}
+	slotDepth := map[slot]int{}
 	// A depth-first walk per root, oldest generation first, that skips
 	// what an older generation reached (cas.Walk's order, plus which
 	// generation first reached each object).
@@ -148,6 +154,10 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 				return nil, 0, fmt.Errorf("walk generations: object %s: %w", h.Short(), err)
 			}
 			o := object{kind: kindFile, gen: gi, data: data, prev: lastInode[in.Ino], hash: 32 * (len(in.Chunks) + len(in.Entries))}
+			if o.prev != nil {
+				inoDepth[in.Ino]++
+				o.depth = inoDepth[in.Ino]
+			}
 			if in.IsDir() {
 				o.kind = kindDir
 			}
@@ -164,7 +174,12 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 				}
 				if !seen[c] {
 					seen[c] = true
-					out = append(out, object{kind: kindChunk, gen: gi, data: cd, prev: lastChunk[s]})
+					o := object{kind: kindChunk, gen: gi, data: cd, prev: lastChunk[s]}
+					if o.prev != nil {
+						slotDepth[s]++
+						o.depth = slotDepth[s]
+					}
+					out = append(out, o)
 				}
 				lastChunk[s] = cd
 			}

@@ -13,8 +13,12 @@ import (
 // every object of a kind, in bytes.
 var storeOptions = []string{
 	"raw", "zstd fastest", "zstd default", "zstd better",
-	"frames 64 KiB", "frames 1 MiB", "dict", "delta",
+	"frames 64 KiB", "frames 1 MiB", "dict", "delta", "delta, chain < 10",
 }
+
+// maxChain bounds a delta chain in the "delta, chain" column (git's
+// default depth is 50; a file system reads more often than git does).
+const maxChain = 10
 
 // measureKind returns, in storeOptions order, what objs (all of one kind,
 // in log order) take under each option.
@@ -40,7 +44,9 @@ func measureKind(c *compressor, objs []object) ([]int64, error) {
 	}
 	for _, o := range objs {
 		if o.prev == nil {
-			res[7] += c.size(o.data, levels[1].level)
+			z := c.size(o.data, levels[1].level)
+			res[7] += z
+			res[8] += z
 			continue
 		}
 		n, err := withDict(o.data, o.prev)
@@ -48,6 +54,11 @@ func measureKind(c *compressor, objs []object) ([]int64, error) {
 			return nil, err
 		}
 		res[7] += n
+		if o.depth%maxChain == 0 {
+			res[8] += c.size(o.data, levels[1].level)
+		} else {
+			res[8] += n
+		}
 	}
 	return res, nil
 }
