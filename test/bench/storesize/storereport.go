@@ -109,7 +109,10 @@ func runStore(w io.Writer, dir string) error {
 		}
 	}
 	fmt.Fprintf(w, "\nOf them, what generations 2 to %d added (the steady state, without the first import; deltas may use older objects as bases):\n\n", gens)
-	return objectTable(w, c, later)
+	if err := objectTable(w, c, later); err != nil {
+		return err
+	}
+	return writeTable(w, j)
 }
 
 // objectTable writes one row per kind of objs and a total: counts, bytes
