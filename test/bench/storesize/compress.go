@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/reynfs/reynfs/cas"
 )
 
 // levels are the zstd levels measured. klauspost/compress has four;
@@ -160,4 +162,72 @@ func dictSizes(objects [][]byte, dict []byte) (int64, error) {
 		total += stored(len(o), len(z))
 	}
 	return total, nil
+}
+
+// cheapDelta returns the stored size of data as a delta against base that
+// costs microseconds to compute: for two directory objects, the new one's
+// header (its inode fields) and the entries added, changed or removed by
+// name; for anything else trimDelta.
+func (c *compressor) cheapDelta(data, base []byte) int64 {
+	a, errA := cas.DecodeInode(data)
+	b, errB := cas.DecodeInode(base)
+	if errA != nil || errB != nil || !a.IsDir() || !b.IsDir() {
+		return c.trimDelta(data, base)
+	}
+	head := *a
+	head.Entries = nil
+	n := int64(len(cas.EncodeInode(&head)))
+	old := make(map[string]cas.Entry, len(b.Entries))
+	for _, e := range b.Entries {
+		old[e.Name] = e
+	}
+	ops := 0
+	for _, e := range a.Entries {
+		if o, ok := old[e.Name]; ok && o == e {
+			delete(old, e.Name)
+			continue
+		}
+		delete(old, e.Name)
+		ops++
+		n += int64(1 + uvarintLen(uint64(len(e.Name))) + len(e.Name) + uvarintLen(e.Ino) + len(e.Object))
+	}
+	for name := range old {
+		ops++
+		n += int64(1 + uvarintLen(uint64(len(name))) + len(name))
+	}
+	n += int64(uvarintLen(uint64(ops)))
+	return min(n, c.size(data, zstd.SpeedFastest))
+}
+
+// trimDelta returns the stored size of data as a trim delta against base:
+// the lengths of the prefix and suffix it shares with base (uvarints) and
+// the middle, zstd fastest or raw. It is what a checkpoint could afford to
+// compute for every directory object it writes (one pass of compares, no
+// encoder set up per base: a zstd encoder with a raw dictionary costs
+// about 1.7 ms and 0.8 MB to build, see BenchmarkDirDelta), and it is
+// exact for the common case of one entry changed.
+func (c *compressor) trimDelta(data, base []byte) int64 {
+	p := 0
+	for p < len(data) && p < len(base) && data[p] == base[p] {
+		p++
+	}
+	s := 0
+	for s < len(data)-p && s < len(base)-p && data[len(data)-1-s] == base[len(base)-1-s] {
+		s++
+	}
+	mid := data[p : len(data)-s]
+	n := int64(uvarintLen(uint64(p)) + uvarintLen(uint64(s)))
+	if len(mid) > 0 {
+		n += c.size(mid, zstd.SpeedFastest)
+	}
+	return min(n, c.size(data, zstd.SpeedFastest))
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }

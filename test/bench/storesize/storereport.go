@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/klauspost/compress/zstd"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,7 +15,7 @@ import (
 // every object of a kind, in bytes.
 var storeOptions = []string{
 	"raw", "zstd fastest", "zstd default", "zstd better",
-	"frames 64 KiB", "frames 1 MiB", "dict", "delta", "delta, chain < 10",
+	"frames 64 KiB", "frames 1 MiB", "dict", "delta", "delta, chain < 10", "cheap delta",
 }
 
 // maxChain bounds a delta chain in the "delta, chain" column (git's
@@ -47,8 +49,10 @@ func measureKind(c *compressor, objs []object) ([]int64, error) {
 			z := c.size(o.data, levels[1].level)
 			res[7] += z
 			res[8] += z
+			res[9] += c.size(o.data, zstd.SpeedFastest)
 			continue
 		}
+		res[9] += c.cheapDelta(o.data, o.prev)
 		n, err := withDict(o.data, o.prev)
 		if err != nil {
 			return nil, err

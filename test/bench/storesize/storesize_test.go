@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/journal"
@@ -160,5 +163,51 @@ func TestStoreReport(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkDirDelta is the cost of writing one directory object as a delta
+// to its previous version (a 100-entry directory, one entry changed) with
+// a new encoder per base, as a checkpoint would: docs/storage.md cites it.
+func BenchmarkDirDelta(b *testing.B) {
+	dir := &cas.Inode{Ino: 5, Mode: cas.ModeDir | 0o755}
+	for i := range 100 {
+		dir.Entries = append(dir.Entries, cas.Entry{Name: fmt.Sprintf("f%02d.txt", i), Ino: uint64(100 + i), Object: cas.Sum([]byte{byte(i)})})
+	}
+	base := cas.EncodeInode(dir)
+	dir.Entries[37].Object = cas.Sum([]byte("changed"))
+	next := cas.EncodeInode(dir)
+	b.SetBytes(int64(len(next)))
+	for b.Loop() {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(1), zstd.WithEncoderDictRaw(1, base), zstd.WithWindowSize(1<<16), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if z := e.EncodeAll(next, nil); len(z) > 200 {
+			b.Fatalf("delta of %d bytes", len(z))
+		}
+	}
+}
+
+// The entry delta of a directory with one entry changed costs the header
+// and that entry, not the directory.
+func TestCheapDelta(t *testing.T) {
+	dir := &cas.Inode{Ino: 5, Mode: cas.ModeDir | 0o755, Mtime: 1}
+	for i := range 100 {
+		dir.Entries = append(dir.Entries, cas.Entry{Name: fmt.Sprintf("f%02d.txt", i), Ino: uint64(100 + i), Object: cas.Sum([]byte{byte(i)})})
+	}
+	base := cas.EncodeInode(dir)
+	dir.Entries[37].Object = cas.Sum([]byte("changed"))
+	dir.Mtime = 2
+	c, err := newCompressor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.cheapDelta(cas.EncodeInode(dir), base); n > 64 {
+		t.Fatalf("entry delta of one changed entry is %d bytes", n)
+	}
+	if n := c.trimDelta(cas.EncodeInode(dir), base); n < 1000 {
+		t.Fatalf("trim delta %d bytes: the mtime in front should keep it from trimming the entries before the change", n)
 	}
 }
