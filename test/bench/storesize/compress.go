@@ -167,12 +167,12 @@ func dictSizes(objects [][]byte, dict []byte) (int64, error) {
 // cheapDelta returns the stored size of data as a delta against base that
 // costs microseconds to compute: for two directory objects, the new one's
 // header (its inode fields) and the entries added, changed or removed by
-// name; for anything else trimDelta.
+// name; for anything else the smaller of trimDelta and blockDelta.
 func (c *compressor) cheapDelta(data, base []byte) int64 {
 	a, errA := cas.DecodeInode(data)
 	b, errB := cas.DecodeInode(base)
 	if errA != nil || errB != nil || !a.IsDir() || !b.IsDir() {
-		return c.trimDelta(data, base)
+		return min(c.trimDelta(data, base), c.blockDelta(data, base))
 	}
 	head := *a
 	head.Entries = nil
@@ -228,6 +228,30 @@ func uvarintLen(v uint64) int {
 	for v >= 0x80 {
 		v >>= 7
 		n++
+	}
+	return n
+}
+
+// blockDelta returns the stored size of data as the 4 KiB blocks in which
+// it differs from base: a bitmap of them and their bytes, zstd fastest or
+// raw. It is exact for writers that rewrite whole pages in place
+// (databases), where trimDelta keeps everything between the first and the
+// last changed page.
+func (c *compressor) blockDelta(data, base []byte) int64 {
+	const block = 4 << 10
+	var changed []byte
+	blocks := 0
+	for off := 0; off < len(data); off += block {
+		blocks++
+		end := min(off+block, len(data))
+		if end <= len(base) && bytes.Equal(data[off:end], base[off:end]) {
+			continue
+		}
+		changed = append(changed, data[off:end]...)
+	}
+	n := int64((blocks + 7) / 8)
+	if len(changed) > 0 {
+		n += c.size(changed, zstd.SpeedFastest)
 	}
 	return n
 }

@@ -211,3 +211,25 @@ func TestCheapDelta(t *testing.T) {
 		t.Fatalf("trim delta %d bytes: the mtime in front should keep it from trimming the entries before the change", n)
 	}
 }
+
+// A chunk with two 4 KiB pages rewritten in place costs those two pages as
+// a block delta, where trimming keeps everything between them.
+func TestBlockDelta(t *testing.T) {
+	base := randomBytes(64<<10, 5)
+	next := append([]byte{}, base...)
+	copy(next[4<<10:], randomBytes(4<<10, 6))
+	copy(next[60<<10:], randomBytes(4<<10, 7))
+	c, err := newCompressor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.blockDelta(next, base); n < 8<<10 || n > 8<<10+64 {
+		t.Fatalf("block delta %d bytes, want two pages", n)
+	}
+	if n := c.cheapDelta(next, base); n > 8<<10+64 {
+		t.Fatalf("cheap delta %d bytes, want the block delta", n)
+	}
+	if n := c.trimDelta(next, base); n < 56<<10 {
+		t.Fatalf("trim delta %d bytes, want the 56 KiB between the pages", n)
+	}
+}
