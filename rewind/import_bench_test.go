@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
 )
 
 // genTree writes files small source-like text files under dir, 100 to a
@@ -36,7 +39,8 @@ func genTree(tb testing.TB, dir string, files int) {
 // BenchmarkImport is the first mount's import of a generated tree into a
 // fresh store, as the daemon does it: the walk and the stores of the
 // chunks, the Merkle root, and the import generation's commit. It reports
-// each step's share (ms) beside the total. The tree is generated under
+// each step's share (ms) beside the total. store=memory leaves the store's
+// own cost out (no commit then). The tree is generated under
 // $REYNFS_IMPORT_DIR if set (a tmpfs keeps the disk out of it), else the
 // test's temp dir.
 func BenchmarkImport(b *testing.B) {
@@ -44,49 +48,70 @@ func BenchmarkImport(b *testing.B) {
 		if files > 1000 && testing.Short() {
 			continue
 		}
-		b.Run(fmt.Sprintf("files=%d", files), func(b *testing.B) {
-			src := b.TempDir()
-			if d := os.Getenv("REYNFS_IMPORT_DIR"); d != "" {
-				var err error
-				if src, err = os.MkdirTemp(d, "import-bench-"); err != nil {
-					b.Fatal(err)
+		src := ""
+		for _, store := range []string{"memory", "journal"} {
+			outer := b
+			b.Run(fmt.Sprintf("files=%d/store=%s", files, store), func(b *testing.B) {
+				if src == "" {
+					src = importBenchTree(outer, files)
 				}
-				b.Cleanup(func() { _ = os.RemoveAll(src) })
-			}
-			genTree(b, src, files)
-			var walk, root, commit time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				j := openJournal(b, b.TempDir())
-				b.StartTimer()
-				t0 := time.Now()
-				next := uint64(2)
-				im := &Importer{Store: j.Objects(), Alloc: func() (uint64, error) { next++; return next - 1, nil }}
-				tr, err := im.Import(src)
-				if err != nil {
-					b.Fatal(err)
-				}
-				t1 := time.Now()
-				h, blobs, err := tr.Root()
-				if err != nil {
-					b.Fatal(err)
-				}
-				t2 := time.Now()
-				if _, err := CommitImport(j, h, blobs, next, "bench"); err != nil {
-					b.Fatal(err)
-				}
-				t3 := time.Now()
-				walk, root, commit = walk+t1.Sub(t0), root+t2.Sub(t1), commit+t3.Sub(t2)
-				b.StopTimer()
-				if err := j.Close(); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
-			n := float64(b.N)
-			b.ReportMetric(float64(walk.Milliseconds())/n, "walk-ms/op")
-			b.ReportMetric(float64(root.Milliseconds())/n, "root-ms/op")
-			b.ReportMetric(float64(commit.Milliseconds())/n, "commit-ms/op")
-		})
+				benchImport(b, src, store == "journal")
+			})
+		}
 	}
+}
+
+func importBenchTree(b *testing.B, files int) string {
+	dir, err := os.MkdirTemp(os.Getenv("REYNFS_IMPORT_DIR"), "import-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = os.RemoveAll(dir) })
+	genTree(b, dir, files)
+	return dir
+}
+
+func benchImport(b *testing.B, src string, journaled bool) {
+	var walk, root, commit time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		var j *journal.Journal
+		var store cas.Store = cas.NewMemory()
+		if journaled {
+			j = openJournal(b, b.TempDir())
+			store = j.Objects()
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		next := uint64(2)
+		im := &Importer{Store: store, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
+		tr, err := im.Import(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		h, blobs, err := tr.Root()
+		if err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if j != nil {
+			if _, err := CommitImport(j, h, blobs, next, "bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t3 := time.Now()
+		walk, root, commit = walk+t1.Sub(t0), root+t2.Sub(t1), commit+t3.Sub(t2)
+		b.StopTimer()
+		if j != nil {
+			if err := j.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(walk.Milliseconds())/n, "walk-ms/op")
+	b.ReportMetric(float64(root.Milliseconds())/n, "root-ms/op")
+	b.ReportMetric(float64(commit.Milliseconds())/n, "commit-ms/op")
 }
