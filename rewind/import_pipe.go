@@ -149,6 +149,9 @@ func (im *Importer) run(walk func() error) error {
 	var err error
 	for steps := range p.steps {
 		for _, s := range steps {
+			if err == nil && ctx.Err() != nil {
+				err = fmt.Errorf("import: %w", context.Cause(ctx))
+			}
 			if err == nil {
 				err = s()
 			}

@@ -15,11 +15,18 @@ import (
 	"github.com/reynfs/reynfs/journal"
 )
 
+// beforeRead, if set, is called by a reader before it opens a file: tests
+// change the directory there, between the walk's pin and the read.
+var beforeRead func(rel string)
+
 // read opens j's file from its pin, checks it is the inode the walk
 // stat'ed, and reads its chunks and xattrs into j.
 func (r *reader) read(j *fileJob) {
 	defer close(j.done)
 	defer unix.Close(j.pfd)
+	if beforeRead != nil {
+		beforeRead(j.rel)
+	}
 	if r.p.ctx.Err() != nil {
 		j.err = fmt.Errorf("import %s: %w", j.rel, context.Cause(r.p.ctx))
 		return
