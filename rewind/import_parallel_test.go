@@ -389,3 +389,31 @@ func TestImportReadsFIFOAsNode(t *testing.T) {
 		t.Errorf("fifo imported as %+v %v", n, err)
 	}
 }
+
+// TestImportReaderPanic: a panic in a reader is raised again on the
+// caller's goroutine (where the CLI turns it into an internal error),
+// after the pipeline has stopped; it does not end the process.
+func TestImportReaderPanic(t *testing.T) {
+	src := t.TempDir()
+	mixedTree(t, src)
+	beforeRead = func(rel string) {
+		if rel == "d05/f07" {
+			panic("reader bug")
+		}
+	}
+	defer func() { beforeRead = nil }()
+	done := leakCheck(t)
+	next := uint64(2)
+	im := &Importer{Store: cas.NewMemory(), Workers: 3, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
+	func() {
+		defer func() {
+			g, ok := recover().(*goPanic)
+			if !ok || g.value != "reader bug" || len(g.Stack()) == 0 {
+				t.Errorf("recovered %v, want the reader's panic with its stack", g)
+			}
+		}()
+		_, err := im.Import(src)
+		t.Errorf("import returned %v, want a panic", err)
+	}()
+	done()
+}

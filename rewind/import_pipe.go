@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -62,7 +63,37 @@ type pipeline struct {
 	inline *reader // the walker's reader when Workers is 1
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	err    error // the first error of a reader's store
+	err    error    // the first error of a reader's store
+	panic  *goPanic // the first panic of the walker or a reader
+}
+
+// goPanic is a panic in the walker or a reader, raised again on the
+// caller's goroutine (where the CLI's guard reports it) once the pipeline
+// has stopped: a panic on a goroutine of its own would end the process.
+type goPanic struct {
+	value any
+	stack []byte
+}
+
+func (g *goPanic) String() string { return fmt.Sprintf("%v (in an import goroutine)", g.value) }
+
+// Stack is the stack of the goroutine that panicked.
+func (g *goPanic) Stack() []byte { return g.stack }
+
+// recovered records a panic of the calling goroutine (deferred) and stops
+// the pipeline.
+func (p *pipeline) recovered() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	g := &goPanic{value: r, stack: debug.Stack()}
+	p.mu.Lock()
+	if p.panic == nil {
+		p.panic = g
+	}
+	p.mu.Unlock()
+	p.cancel(fmt.Errorf("import: internal error: %v", r))
 }
 
 // fileJob is a regular file to read: its pin (owned by the job, closed
@@ -136,6 +167,7 @@ func (im *Importer) run(walk func() error) error {
 	go func() {
 		defer close(p.steps)
 		defer close(p.jobs) // the walker is the only sender
+		defer p.recovered()
 		if err := walk(); err != nil {
 			p.batch = append(p.batch, func() error { return err })
 		}
@@ -161,6 +193,9 @@ func (im *Importer) run(walk func() error) error {
 		}
 	}
 	p.wg.Wait()
+	if g := p.panic; g != nil {
+		panic(g)
+	}
 	if serr := p.failure(); serr != nil {
 		return serr
 	}
@@ -249,13 +284,21 @@ func newReader(im *Importer, window int) *reader {
 // it holds. After a failure it only closes the jobs' descriptors.
 func (r *reader) serve(jobs <-chan *fileJob) {
 	for j := range jobs {
-		r.read(j)
+		r.safeRead(j)
 	}
 	if r.p.ctx.Err() == nil {
+		defer r.p.recovered()
 		if err := r.flush(); err != nil {
 			r.p.fail(err)
 		}
 	}
+}
+
+// safeRead reads j; a panic stops the pipeline, and the reader goes on
+// closing the jobs still queued (the applier may be waiting for one).
+func (r *reader) safeRead(j *fileJob) {
+	defer r.p.recovered()
+	r.read(j)
 }
 
 // space returns room for one chunk in the buffer, storing the batch
