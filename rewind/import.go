@@ -56,7 +56,8 @@ type Importer struct {
 	// Base for a file whose ctime is at or after it: a same-size write
 	// with its mtime put back (UnderneathSince).
 	Since int64
-	// Workers is how many goroutines read files (0: GOMAXPROCS). With 1
+	// Workers is how many goroutines read files (0: readersPerCPU per
+	// CPU, see import_pipe.go). With 1
 	// the walk reads each file itself when it meets it: the sequential
 	// import, which the parallel one must equal.
 	Workers int

@@ -48,6 +48,14 @@ const importWindow = 16 << 20
 // O_PATH descriptor).
 const jobQueue = 64
 
+// readersPerCPU is how many readers a CPU gets by default. A reader of a
+// tree that is not in the page cache (a first mount after a boot) waits
+// for the disk most of the time; more readers keep more reads in flight.
+// Measured on 2 CPUs, 100k small files on virtio: 2 readers 17.4 s, 8
+// readers 9.6 s with the file data evicted; 12.7 s and 12.0 s cached
+// (medians of 2 under a load of 20: the hashing costs no more).
+const readersPerCPU = 4
+
 // stepBatch is how many steps the walker hands the applier at a time.
 const stepBatch = 256
 
@@ -144,7 +152,7 @@ func (im *Importer) run(walk func() error) error {
 	defer func() { im.p = nil }()
 	workers := im.Workers
 	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+		workers = readersPerCPU * runtime.GOMAXPROCS(0)
 	}
 	if workers == 1 {
 		p.inline = newReader(im, importWindow)
