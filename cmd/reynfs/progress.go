@@ -60,7 +60,7 @@ type importBar struct {
 
 func newImportBar() *importBar {
 	return &importBar{start: time.Now(), bar: progressbar.NewOptions64(-1, progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetDescription("importing"), progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionSetDescription("importing"), progressbar.OptionShowBytes(true), progressbar.OptionShowCount(),
 		progressbar.OptionSpinnerType(14), progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionClearOnFinish(), progressbar.OptionEnableColorCodes(false),
 		progressbar.OptionThrottle(100*time.Millisecond))}
