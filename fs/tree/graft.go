@@ -24,7 +24,7 @@ func (t *Tree) Graft(root cas.Hash) error {
 	if !r.dirty && r.obj == root {
 		return nil
 	}
-	g := grafter{t: t, objs: map[uint64]*cas.Inode{}, hashes: map[uint64]cas.Hash{}, oldEntries: map[uint64]map[string]uint64{}}
+	g := grafter{t: t, objs: map[uint64]*cas.Inode{}, hashes: map[uint64]cas.Hash{}, relinked: map[uint64]bool{}}
 	// 1. Read every object that differs, top down, stopping at subtrees
 	// whose hash t already has.
 	in, err := getInode(t.store, root)
@@ -37,46 +37,47 @@ func (t *Tree) Graft(root cas.Hash) error {
 	if err := g.read(in, root); err != nil {
 		return err
 	}
-	// 2. Update or create the changed nodes, remembering the entries the
-	// changed directories had.
+	// 2. Update or create the changed nodes; a changed directory's
+	// entries are compared with the new list, so only the links that
+	// differ are recorded (a file rewritten in a directory of 10,000
+	// changes no link there).
 	for _, ino := range g.order {
 		g.update(ino)
 	}
-	// 3. Relink: the changed directories' old entries lose them as parent,
-	// the new entries gain it.
+	// 3. Relink: removed entries lose their directory as parent, added
+	// ones gain it.
 	var lost []*Node
-	for _, ino := range g.order {
-		d := t.nodes[ino]
-		if !d.IsDir() {
+	for _, l := range g.links {
+		n := t.nodes[l.ino]
+		if n == nil {
 			continue
 		}
-		for _, c := range g.oldEntries[ino] {
-			if n := t.nodes[c]; n != nil {
-				if unparent(n, ino) {
-					lost = append(lost, n)
-				}
-				g.touched = append(g.touched, n)
-			}
+		if l.add {
+			n.parents[l.dir]++
+		} else if unparent(n, l.dir) {
+			lost = append(lost, n)
 		}
-		for _, c := range d.entries {
-			n := t.nodes[c]
-			n.parents[ino]++
-			g.touched = append(g.touched, n)
-		}
+		g.touched = append(g.touched, n)
 	}
 	// 4. Drop what no directory names any more, and below it.
 	for _, n := range lost {
 		g.drop(n)
 	}
-	// 5. Link counts: of the files whose names changed, and of the changed
-	// directories (a directory's count follows its own entries only).
+	// 5. Link counts: of the nodes whose names changed, of the changed
+	// files, and of the directories whose entries changed (a directory's
+	// count follows its own entries only; an unchanged list keeps it).
 	for _, n := range g.touched {
 		if t.nodes[n.Ino] == n && !n.IsDir() {
 			n.Nlink = linkCount(t, n)
 		}
 	}
 	for _, ino := range g.order {
-		if n := t.nodes[ino]; n != nil {
+		if n := t.nodes[ino]; n != nil && !n.IsDir() {
+			n.Nlink = linkCount(t, n)
+		}
+	}
+	for ino := range g.relinked {
+		if n := t.nodes[ino]; n != nil && n.IsDir() {
 			n.Nlink = linkCount(t, n)
 		}
 	}
@@ -84,12 +85,19 @@ func (t *Tree) Graft(root cas.Hash) error {
 }
 
 type grafter struct {
-	t          *Tree
-	objs       map[uint64]*cas.Inode // changed inodes: their new objects
-	hashes     map[uint64]cas.Hash
-	order      []uint64 // changed inodes, parents first
-	oldEntries map[uint64]map[string]uint64
-	touched    []*Node
+	t        *Tree
+	objs     map[uint64]*cas.Inode // changed inodes: their new objects
+	hashes   map[uint64]cas.Hash
+	order    []uint64        // changed inodes, parents first
+	links    []link          // the directory entries that differ, in order
+	relinked map[uint64]bool // directories whose link count may change
+	touched  []*Node
+}
+
+// link is one directory entry that a graft removes or adds.
+type link struct {
+	dir, ino uint64
+	add      bool
 }
 
 func isDirMode(mode uint32) bool { return mode&0o170000 == 0o040000 }
@@ -123,27 +131,84 @@ func (g *grafter) read(in *cas.Inode, h cas.Hash) error {
 	return nil
 }
 
-// update makes node ino match its new object (a new node if t lacks it).
+// update makes node ino match its new object (a new node if t lacks it)
+// and records the entries of a directory that differ from what it had.
 func (g *grafter) update(ino uint64) {
 	in, h := g.objs[ino], g.hashes[ino]
 	fresh := fromInode(in, h)
 	n := g.t.nodes[ino]
 	if n == nil {
 		g.t.nodes[ino] = fresh
-		n = fresh
-	} else {
-		if n.IsDir() {
-			g.oldEntries[ino] = n.entries
+		if fresh.IsDir() {
+			g.relinked[ino] = true
+			for _, e := range in.Entries {
+				fresh.entries[e.Name] = e.Ino
+				g.links = append(g.links, link{ino, e.Ino, true})
+			}
 		}
-		parents := n.parents
-		*n = *fresh
-		n.parents = parents
+		return
 	}
-	if n.IsDir() {
-		n.entries = make(map[string]uint64, len(in.Entries))
-		for _, e := range in.Entries {
-			n.entries[e.Name] = e.Ino
+	old, wasDir, nlink, parents := n.entries, n.IsDir(), n.Nlink, n.parents
+	*n = *fresh
+	n.parents, n.Nlink = parents, nlink
+	if wasDir != n.IsDir() {
+		// Not expected (inode numbers are not reused), but then the
+		// parents' counts of subdirectories change.
+		for p := range parents {
+			g.relinked[p] = true
 		}
+	}
+	if !n.IsDir() {
+		for _, c := range old {
+			g.links = append(g.links, link{ino, c, false})
+		}
+		return
+	}
+	if !wasDir {
+		old = nil
+	}
+	g.diffEntries(n, old, in.Entries)
+}
+
+// diffEntries makes directory n's entries the list es (sorted by name),
+// changing its old map in place and recording only the links that
+// differ.
+func (g *grafter) diffEntries(n *Node, old map[string]uint64, es []cas.Entry) {
+	if old == nil {
+		old = make(map[string]uint64, len(es))
+	}
+	n.entries = old
+	had, kept := len(old), 0 // old names, and those the new list still has
+	changed := false
+	for _, e := range es {
+		c, ok := old[e.Name]
+		if ok {
+			kept++
+			if c == e.Ino {
+				continue
+			}
+			g.links = append(g.links, link{n.Ino, c, false})
+		}
+		old[e.Name] = e.Ino
+		g.links = append(g.links, link{n.Ino, e.Ino, true})
+		changed = true
+	}
+	if kept < had {
+		// Some old names are gone: find them.
+		names := make(map[string]struct{}, len(es))
+		for _, e := range es {
+			names[e.Name] = struct{}{}
+		}
+		for name, c := range old {
+			if _, ok := names[name]; !ok {
+				delete(old, name)
+				g.links = append(g.links, link{n.Ino, c, false})
+				changed = true
+			}
+		}
+	}
+	if changed {
+		g.relinked[n.Ino] = true
 	}
 }
 
