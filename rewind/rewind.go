@@ -222,7 +222,8 @@ func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap f
 
 	// The reset is durable: from here the workspace is the target state,
 	// whatever happens to this process.
-	if t, err = x.moveTo(t, plan); err != nil {
+	t, changes, err := x.moveTo(t, plan)
+	if err != nil {
 		live.FailLocked(err)
 		return none, fmt.Errorf("rewind: %w (the reset record is durable: remount to serve the target)", err)
 	}
@@ -232,10 +233,12 @@ func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap f
 		return none, err
 	}
 	lap("reconstruct")
-	changes, err := DiffRoots(NewOverlay(j.Objects(), newBlobs), oldRoot, newRoot)
-	if err != nil {
-		live.FailLocked(err)
-		return none, err
+	if changes == nil {
+		// The move replayed records after the graft: diff the roots.
+		if changes, err = DiffRoots(NewOverlay(j.Objects(), newBlobs), oldRoot, newRoot); err != nil {
+			live.FailLocked(err)
+			return none, err
+		}
 	}
 	res.setChanges(changes, newRoot)
 	lap("diff")
@@ -266,21 +269,28 @@ func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap f
 
 // moveTo turns the live tree t into the planned state in place: a graft
 // to the plan's generation, then the replay. If that fails midway, the
-// tree is rebuilt from the store instead.
-func (x locked) moveTo(t *tree.Tree, plan *replayPlan) (*tree.Tree, error) {
+// tree is rebuilt from the store instead. When the graft alone reached the
+// state (no record to replay, as for a rewind to a generation), it also
+// returns the changes the graft found (an empty list for none); nil means
+// the caller must diff the roots.
+func (x locked) moveTo(t *tree.Tree, plan *replayPlan) (*tree.Tree, []Change, error) {
 	t.OnDrop = nil // nodes the move drops are not unlinked files; Swap sets it again
-	err := t.Graft(plan.root)
+	tcs, err := t.GraftDiff(plan.root)
+	replayed := 0
 	if err == nil {
-		err = plan.replay(x.j, t)
+		replayed, err = plan.replay(x.j, t)
 	}
 	if err == nil {
-		return t, nil
+		if replayed > 0 {
+			return t, nil, nil
+		}
+		return t, fromTree(tcs), nil
 	}
 	nt, rerr := Reconstruct(x.j, plan.x)
 	if rerr != nil {
-		return nil, fmt.Errorf("%v; rebuilding it: %w", err, rerr)
+		return nil, nil, fmt.Errorf("%v; rebuilding it: %w", err, rerr)
 	}
-	return nt, nil
+	return nt, nil, nil
 }
 
 func (res *Result) setChanges(changes []Change, root cas.Hash) {

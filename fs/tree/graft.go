@@ -20,6 +20,21 @@ import (
 // handle stale anyway). On error t is left inconsistent: the caller must
 // replace it (rebuild it from the store).
 func (t *Tree) Graft(root cas.Hash) error {
+	return t.graft(root, nil)
+}
+
+// GraftDiff is Graft that also returns what differs between t before and
+// the tree named by root (see Change). It is the list rewind.DiffRoots
+// makes of the two roots, found during the graft's own walk from t's
+// nodes and the objects the graft reads, so the old objects are never
+// read back from the store.
+func (t *Tree) GraftDiff(root cas.Hash) ([]Change, error) {
+	var cs []Change
+	err := t.graft(root, &cs)
+	return cs, err
+}
+
+func (t *Tree) graft(root cas.Hash, diff *[]Change) error {
 	r := t.nodes[RootIno]
 	if !r.dirty && r.obj == root {
 		return nil
@@ -36,6 +51,12 @@ func (t *Tree) Graft(root cas.Hash) error {
 	}
 	if err := g.read(in, root); err != nil {
 		return err
+	}
+	if diff != nil {
+		// Before anything changes: t's nodes are the old side.
+		if err := g.diffRoot(r, in, root, diff); err != nil {
+			return err
+		}
 	}
 	// 2. Update or create the changed nodes; a changed directory's
 	// entries are compared with the new list, so only the links that

@@ -1,0 +1,194 @@
+package tree
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/reynfs/reynfs/cas"
+)
+
+// ChangeKind says how a path differs between two trees.
+type ChangeKind uint8
+
+// Change kinds.
+const (
+	Added ChangeKind = iota + 1
+	Removed
+	Modified
+)
+
+// Change is one path that differs between the tree before a graft and
+// after it. Entry says the directory entry (Parent, Name) itself changed,
+// not only the inode it names: the kernel's cached name is wrong.
+type Change struct {
+	Path     string
+	Kind     ChangeKind
+	Ino      uint64
+	Dir      bool
+	Mode     uint32
+	Old, New cas.Hash
+	Entry    bool
+	Parent   uint64
+	Name     string
+}
+
+// side is one inode of the new tree: the object the graft read, or t's
+// node when t already holds that very object (then the graft skipped it).
+type side struct {
+	n  *Node
+	in *cas.Inode
+	h  cas.Hash
+}
+
+func (s side) mode() uint32 {
+	if s.in != nil {
+		return s.in.Mode
+	}
+	return s.n.Mode
+}
+
+func (s side) isDir() bool { return isDirMode(s.mode()) }
+
+// newSide returns the new tree's inode ino, named h.
+func (g *grafter) newSide(ino uint64, h cas.Hash) (side, error) {
+	if in := g.objs[ino]; in != nil && g.hashes[ino] == h {
+		return side{in: in, h: h}, nil
+	}
+	if n := g.t.nodes[ino]; n != nil && !n.dirty && n.obj == h {
+		return side{n: n, h: h}, nil
+	}
+	return side{}, fmt.Errorf("graft: inode %d object %s neither read nor held: %w", ino, h.Short(), cas.ErrCorrupt)
+}
+
+// entries returns the new side's directory entries, sorted by name.
+func (g *grafter) entries(s side) []cas.Entry {
+	if s.in != nil {
+		return s.in.Entries
+	}
+	return g.t.entryList(s.n)
+}
+
+// diffRoot lists the changes from t's root r (before the graft changes
+// anything) to the root object in, named h. It walks as DiffRoots does:
+// into directories whose objects differ, listing every path below one that
+// was added or removed, in any order (the caller sorts).
+func (g *grafter) diffRoot(r *Node, in *cas.Inode, h cas.Hash, out *[]Change) error {
+	if !sameAttrs(r, in) {
+		*out = append(*out, Change{Path: ".", Kind: Modified, Ino: in.Ino, Dir: true, Mode: in.Mode, Old: r.obj, New: h})
+	}
+	return g.diffDirs("", r, in, out)
+}
+
+// diffDirs compares old directory a (a node of t) with its new object b,
+// the same inode.
+func (g *grafter) diffDirs(dir string, a *Node, b *cas.Inode, out *[]Change) error {
+	t := g.t
+	kept := 0
+	for _, e := range b.Entries {
+		oIno, ok := a.entries[e.Name]
+		var o *Node
+		if ok {
+			kept++
+			if o = t.nodes[oIno]; o == nil {
+				return fmt.Errorf("graft: entry %q names no inode %d", e.Name, oIno)
+			}
+			if oIno == e.Ino && o.obj == e.Object {
+				continue
+			}
+		}
+		p := path.Join(dir, e.Name)
+		nb, err := g.newSide(e.Ino, e.Object)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := g.added(p, b.Ino, e, nb, out); err != nil {
+				return err
+			}
+			continue
+		}
+		if oIno != e.Ino || o.Mode&cas.ModeType != nb.mode()&cas.ModeType {
+			g.removed(p, a.Ino, e.Name, o, out)
+			if err := g.added(p, b.Ino, e, nb, out); err != nil {
+				return err
+			}
+			continue
+		}
+		if !nb.isDir() || nb.in == nil || !sameAttrs(o, nb.in) {
+			*out = append(*out, Change{Path: p, Kind: Modified, Ino: e.Ino, Dir: nb.isDir(), Mode: nb.mode(), Old: o.obj, New: e.Object, Parent: b.Ino, Name: e.Name})
+		}
+		if nb.isDir() {
+			if nb.in == nil { // its object differs from o's: the graft read it
+				return fmt.Errorf("graft: directory %d object %s not read: %w", e.Ino, e.Object.Short(), cas.ErrCorrupt)
+			}
+			if err := g.diffDirs(p, o, nb.in, out); err != nil {
+				return err
+			}
+		}
+	}
+	if kept == len(a.entries) {
+		return nil
+	}
+	for name, c := range a.entries {
+		_, found := slices.BinarySearchFunc(b.Entries, name, func(e cas.Entry, name string) int { return strings.Compare(e.Name, name) })
+		if !found {
+			if o := t.nodes[c]; o != nil {
+				g.removed(path.Join(dir, name), a.Ino, name, o, out)
+			}
+		}
+	}
+	return nil
+}
+
+// added lists the new entry e at path p and, for a directory, everything
+// below it.
+func (g *grafter) added(p string, parent uint64, e cas.Entry, s side, out *[]Change) error {
+	*out = append(*out, Change{Path: p, Kind: Added, Ino: e.Ino, Dir: s.isDir(), Mode: s.mode(), New: e.Object, Entry: true, Parent: parent, Name: e.Name})
+	if !s.isDir() {
+		return nil
+	}
+	for _, c := range g.entries(s) {
+		cs, err := g.newSide(c.Ino, c.Object)
+		if err != nil {
+			return err
+		}
+		if err := g.added(path.Join(p, c.Name), e.Ino, c, cs, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removed lists t's node o, named name in parent at path p, and, for a
+// directory, everything below it.
+func (g *grafter) removed(p string, parent uint64, name string, o *Node, out *[]Change) {
+	*out = append(*out, Change{Path: p, Kind: Removed, Ino: o.Ino, Dir: o.IsDir(), Mode: o.Mode, Old: o.obj, Entry: true, Parent: parent, Name: name})
+	for cname, c := range o.entries {
+		if child := g.t.nodes[c]; child != nil {
+			g.removed(path.Join(p, cname), o.Ino, cname, child, out)
+		}
+	}
+}
+
+// sameAttrs reports whether node n and object in agree on everything but
+// directory entries (as comparing their objects without entries would).
+func sameAttrs(n *Node, in *cas.Inode) bool {
+	if n.Ino != in.Ino || n.Mode != in.Mode || n.Uid != in.Uid || n.Gid != in.Gid || n.Rdev != in.Rdev ||
+		n.Size != in.Size || n.Atime != in.Atime || n.Mtime != in.Mtime || n.Ctime != in.Ctime ||
+		n.target != in.Target || len(n.xattrs) != len(in.Xattrs) {
+		return false
+	}
+	if n.IsReg() && !slices.Equal(n.chunks, in.Chunks) {
+		return false
+	}
+	for _, x := range in.Xattrs {
+		v, ok := n.xattrs[x.Name]
+		if !ok || !bytes.Equal(v, x.Value) {
+			return false
+		}
+	}
+	return true
+}
