@@ -169,9 +169,9 @@ func (g *grafter) update(ino uint64) {
 		}
 		return
 	}
-	old, wasDir, nlink, parents := n.entries, n.IsDir(), n.Nlink, n.parents
+	old, wasDir, nlink, parents, sorted := n.entries, n.IsDir(), n.Nlink, n.parents, n.sorted
 	*n = *fresh
-	n.parents, n.Nlink = parents, nlink
+	n.parents, n.Nlink, n.sorted = parents, nlink, sorted // sorted is checked before use
 	if wasDir != n.IsDir() {
 		// Not expected (inode numbers are not reused), but then the
 		// parents' counts of subdirectories change.

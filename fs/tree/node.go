@@ -45,6 +45,10 @@ type Node struct {
 	pending map[uint64][]byte // regular file, written but not journaled
 	counted int               // pending bytes Live has counted
 	entries map[string]uint64 // directory
+	// sorted caches the entries' names in order as of the last hash (see
+	// hashNode); it is checked against entries before each use, so no
+	// change of entries has to know about it.
+	sorted []string
 
 	// parents counts, per parent directory, the entries naming this node. A
 	// directory has exactly one; a hard-linked file may have several.
