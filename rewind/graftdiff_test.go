@@ -110,9 +110,14 @@ func runGraftDiff(t *testing.T, seed uint64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := tree.Load(s, from)
+		g, err := tree.Load(s, roots[rng.IntN(len(roots))])
 		if err != nil {
 			t.Fatal(err)
+		}
+		// A graft to from leaves the directories it changed with their
+		// entry lists cached and the others without: both are compared.
+		if err := g.Graft(from); err != nil {
+			t.Fatalf("%s: graft to from: %v", desc, err)
 		}
 		tcs, err := g.GraftDiff(to)
 		if err != nil {

@@ -134,9 +134,16 @@ func (g *grafter) read(in *cas.Inode, h cas.Hash) error {
 	}
 	g.objs[in.Ino], g.hashes[in.Ino] = in, h
 	g.order = append(g.order, in.Ino)
-	for _, e := range in.Entries {
+	var old []cas.Entry // what t's directory in.Ino has, when it has one
+	if d := g.t.nodes[in.Ino]; d != nil && d.IsDir() {
+		old = g.t.entryList(d)
+	}
+	return mergeEntries(old, in.Entries, func(_, e *cas.Entry) error {
+		if e == nil {
+			return nil
+		}
 		if n := g.t.nodes[e.Ino]; n != nil && !n.dirty && n.obj == e.Object && n.pending == nil {
-			continue // the same subtree
+			return nil // the same subtree, elsewhere (moved, or another link)
 		}
 		cin, err := getInode(g.t.store, e.Object)
 		if err != nil {
@@ -145,11 +152,8 @@ func (g *grafter) read(in *cas.Inode, h cas.Hash) error {
 		if cin.Ino != e.Ino {
 			return fmt.Errorf("graft %q: entry says inode %d, object %d: %w", e.Name, e.Ino, cin.Ino, cas.ErrCorrupt)
 		}
-		if err := g.read(cin, e.Object); err != nil {
-			return err
-		}
-	}
-	return nil
+		return g.read(cin, e.Object)
+	})
 }
 
 // update makes node ino match its new object (a new node if t lacks it)
@@ -161,6 +165,7 @@ func (g *grafter) update(ino uint64) {
 	if n == nil {
 		g.t.nodes[ino] = fresh
 		if fresh.IsDir() {
+			fresh.ents, fresh.entsFor = in.Entries, h
 			g.relinked[ino] = true
 			for _, e := range in.Entries {
 				fresh.entries[e.Name] = e.Ino
@@ -169,9 +174,13 @@ func (g *grafter) update(ino uint64) {
 		}
 		return
 	}
-	old, wasDir, nlink, parents, sorted := n.entries, n.IsDir(), n.Nlink, n.parents, n.sorted
+	var oldList []cas.Entry
+	if n.IsDir() {
+		oldList = g.t.entryList(n) // n is still clean and unchanged
+	}
+	old, wasDir, nlink, parents := n.entries, n.IsDir(), n.Nlink, n.parents
 	*n = *fresh
-	n.parents, n.Nlink, n.sorted = parents, nlink, sorted // sorted is checked before use
+	n.parents, n.Nlink = parents, nlink
 	if wasDir != n.IsDir() {
 		// Not expected (inode numbers are not reused), but then the
 		// parents' counts of subdirectories change.
@@ -188,46 +197,36 @@ func (g *grafter) update(ino uint64) {
 	if !wasDir {
 		old = nil
 	}
-	g.diffEntries(n, old, in.Entries)
+	g.diffEntries(n, old, oldList, in.Entries)
+	n.ents, n.entsFor = in.Entries, h
 }
 
 // diffEntries makes directory n's entries the list es (sorted by name),
 // changing its old map in place and recording only the links that
-// differ.
-func (g *grafter) diffEntries(n *Node, old map[string]uint64, es []cas.Entry) {
+// differ; oldList is the old map as a sorted list.
+func (g *grafter) diffEntries(n *Node, old map[string]uint64, oldList, es []cas.Entry) {
 	if old == nil {
-		old = make(map[string]uint64, len(es))
+		old, oldList = make(map[string]uint64, len(es)), nil
 	}
 	n.entries = old
-	had, kept := len(old), 0 // old names, and those the new list still has
 	changed := false
-	for _, e := range es {
-		c, ok := old[e.Name]
-		if ok {
-			kept++
-			if c == e.Ino {
-				continue
+	_ = mergeEntries(oldList, es, func(o, e *cas.Entry) error {
+		switch {
+		case e == nil:
+			delete(old, o.Name)
+			g.links = append(g.links, link{n.Ino, o.Ino, false})
+		case o != nil && o.Ino == e.Ino:
+			return nil // only the object differs: the same link
+		default:
+			if o != nil {
+				g.links = append(g.links, link{n.Ino, o.Ino, false})
 			}
-			g.links = append(g.links, link{n.Ino, c, false})
+			old[e.Name] = e.Ino
+			g.links = append(g.links, link{n.Ino, e.Ino, true})
 		}
-		old[e.Name] = e.Ino
-		g.links = append(g.links, link{n.Ino, e.Ino, true})
 		changed = true
-	}
-	if kept < had {
-		// Some old names are gone: find them.
-		names := make(map[string]struct{}, len(es))
-		for _, e := range es {
-			names[e.Name] = struct{}{}
-		}
-		for name, c := range old {
-			if _, ok := names[name]; !ok {
-				delete(old, name)
-				g.links = append(g.links, link{n.Ino, c, false})
-				changed = true
-			}
-		}
-	}
+		return nil
+	})
 	if changed {
 		g.relinked[n.Ino] = true
 	}

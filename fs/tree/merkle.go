@@ -64,6 +64,9 @@ func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
 	data := cas.EncodeInode(in)
 	n.obj = cas.Sum(data)
 	n.dirty = false
+	if n.IsDir() {
+		n.ents, n.entsFor = in.Entries, n.obj
+	}
 	*blobs = append(*blobs, cas.Blob{Hash: n.obj, Data: data})
 	return n.obj, nil
 }
@@ -75,9 +78,10 @@ func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
 // directory that sort was a quarter of a checkpoint's Merkle root.
 func (n *Node) entryNames() []cas.Entry {
 	es := make([]cas.Entry, len(n.entries))
-	if len(n.sorted) == len(n.entries) {
+	if len(n.ents) == len(n.entries) {
 		ok := true
-		for i, name := range n.sorted {
+		for i := range n.ents {
+			name := n.ents[i].Name
 			ino, found := n.entries[name]
 			if !found {
 				ok = false
@@ -89,8 +93,7 @@ func (n *Node) entryNames() []cas.Entry {
 			return es
 		}
 	}
-	n.sorted = n.sortedNames()
-	for i, name := range n.sorted {
+	for i, name := range n.sortedNames() {
 		es[i] = cas.Entry{Name: name, Ino: n.entries[name]}
 	}
 	return es
@@ -200,8 +203,12 @@ func (t *Tree) reusable(ino uint64, h cas.Hash) *Node {
 	return b
 }
 
-// entryList returns directory b's entries as its inode object lists them.
+// entryList returns directory b's entries as its inode object lists them
+// (b is clean). The list may be b's cache: do not change it.
 func (t *Tree) entryList(b *Node) []cas.Entry {
+	if !b.dirty && b.entsFor == b.obj && len(b.ents) == len(b.entries) {
+		return b.ents
+	}
 	out := make([]cas.Entry, 0, len(b.entries))
 	for _, name := range b.sortedNames() {
 		ino := b.entries[name]
@@ -218,6 +225,7 @@ func copyNode(b *Node) *Node {
 	n.chunks = slices.Clone(b.chunks)
 	n.xattrs = maps.Clone(b.xattrs) // values are replaced, never changed in place
 	n.obj, n.dirty = b.obj, false
+	n.ents, n.entsFor = b.ents, b.entsFor
 	return n
 }
 

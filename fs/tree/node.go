@@ -45,10 +45,16 @@ type Node struct {
 	pending map[uint64][]byte // regular file, written but not journaled
 	counted int               // pending bytes Live has counted
 	entries map[string]uint64 // directory
-	// sorted caches the entries' names in order as of the last hash (see
-	// hashNode); it is checked against entries before each use, so no
-	// change of entries has to know about it.
-	sorted []string
+	// ents caches a directory's entries as its object entsFor lists them
+	// (sorted by name, with the children's objects). While the node is
+	// clean and obj is entsFor they are exactly its entries (a change of
+	// entries makes the node dirty), so a graft compares two sorted lists
+	// instead of looking every name up; a dirty node's hash reuses their
+	// order once checked against entries. hashNode and Graft set it (Load
+	// does not: a directory pays its 56 bytes an entry once it changes);
+	// never changed in place.
+	ents    []cas.Entry
+	entsFor cas.Hash
 
 	// parents counts, per parent directory, the entries naming this node. A
 	// directory has exactly one; a hard-linked file may have several.
