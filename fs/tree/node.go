@@ -55,6 +55,11 @@ type Node struct {
 	// never changed in place.
 	ents    []cas.Entry
 	entsFor cas.Hash
+	// changed: the node itself changed since its last hash (not only a
+	// node below it); dirtyKids: the children that became dirty since
+	// then (see markDirty).
+	changed   bool
+	dirtyKids []uint64
 
 	// parents counts, per parent directory, the entries naming this node. A
 	// directory has exactly one; a hard-linked file may have several.
