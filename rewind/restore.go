@@ -48,6 +48,13 @@ func (rw *Rewinder) RestoreAs(rel string, x uint64, views, op string) (*RestoreR
 	if first, _, _ := strings.Cut(rel, "/"); views != "" && first == views {
 		return nil, fmt.Errorf("%w: %s is inside the read-only history views", ErrTarget, rel)
 	}
+	// Until the restore is recorded, only this pin keeps x's objects from
+	// a collection (the live lock is taken later).
+	release, err := Hold(j, x, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	past, err := Reconstruct(j, x)
 	if err != nil {
 		return nil, err

@@ -167,6 +167,7 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	rw := &rewind.Rewinder{J: j, Live: d.live, Agents: agents.NewRegistry(states)}
 	d.svc = &Service{J: j, Live: d.live, RW: rw, Views: d.views}
+	j.Objects().TrackWrites() // before any write the collector could race (collector.go)
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
 		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: d.private,
 		Attribute: d.attribute})
@@ -176,6 +177,7 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	rw.Inv = d.fs
 	go d.flusher()
+	go d.collector()
 	go func() {
 		d.fs.Wait()
 		d.finish()
@@ -362,6 +364,7 @@ func (d *Daemon) finish() {
 			err = d.writeback(t, g.Root)
 		}
 		d.closeDir()
+		stopCollector(d.j)
 		if cerr := d.j.Close(); err == nil {
 			err = cerr
 		}
