@@ -23,7 +23,6 @@ func TestSweepSparesWhatAWriterDeduped(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.BeginSweep()
-	s.BeginSweep() // a's Put is two epochs old: only the dedup below may spare it
 	// The collector's mark found neither a nor b; a writer now commits
 	// a record naming a, deduplicating its bytes.
 	wb := db.NewWriteBatch()
@@ -48,8 +47,8 @@ func TestSweepSparesWhatAWriterDeduped(t *testing.T) {
 	if ok, _ := s.Has(b); ok {
 		t.Fatal("the unused condemned object survived the sweep")
 	}
-	// Two epochs later nothing spares a any more.
-	s.BeginSweep()
+	// The next collection does not spare it any more.
+	s.EndSweep()
 	s.BeginSweep()
 	if res, err := s.Sweep([]cas.Hash{a}, nil); err != nil || len(res.Deleted) != 1 {
 		t.Fatalf("sweep two epochs on: %+v, %v", res, err)
@@ -62,7 +61,6 @@ func TestSweepThenWriterRewrites(t *testing.T) {
 	s, db := newBadger(t)
 	data := []byte("swept, then wanted again")
 	h, _ := s.Put(data)
-	s.BeginSweep()
 	s.BeginSweep()
 	if res, err := s.Sweep([]cas.Hash{h}, nil); err != nil || len(res.Deleted) != 1 {
 		t.Fatalf("sweep: %+v, %v", res, err)
@@ -97,8 +95,7 @@ func TestSweepRacingWriters(t *testing.T) {
 	if err := s.PutBatch(blobs); err != nil {
 		t.Fatal(err)
 	}
-	s.BeginSweep()
-	s.BeginSweep() // the initial Puts no longer spare anything
+	s.BeginSweep() // after the initial Puts: they spare nothing
 	var wg sync.WaitGroup
 	relied := make([][]cas.Hash, 4)
 	for w := range relied {

@@ -13,15 +13,19 @@ import (
 
 // The collector. One collection:
 //
-//  1. starts a sweep epoch in the store (cas guard) and makes everything
-//     queued before it durable, so every record the mark does not read was
-//     committed after the epoch began and every object it names is spared;
+//  1. starts a sweep in the store (cas guard: from here on, what writers
+//     write or deduplicate is spared) and makes everything queued before
+//     it durable;
 //  2. under the live lock (which rewinds and restores hold while they
 //     check and use their target) and the pins' lock: computes the floors
 //     (floors.go), records them (RaiseFloor: from here on the old states
 //     are refused), unindexes the dropped generations, and copies the hashes
 //     the live tree names (nodes not journaled into a generation yet, and
-//     unlinked files still open);
+//     unlinked files still open); then waits for the records enqueued
+//     before the section to commit. A record the mark does not read was
+//     enqueued after the section, under the live lock, and names objects
+//     the copied live tree names, or that its writer wrote, deduplicated
+//     or put after the sweep began (spared);
 //  3. without a lock: drops the records below the fine floor but the
 //     retained generations' and the resets (journal Truncate);
 //  4. marks from every retained root: the retained generations' trees and
@@ -71,6 +75,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 	objs := j.Objects()
 	if !o.Dry {
 		objs.BeginSweep()
+		defer objs.EndSweep()
 	}
 	if err := j.Sync(); err != nil {
 		return nil, fmt.Errorf("collect: %w", err)
@@ -118,6 +123,11 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 		err = section()
 	}
 	if err != nil {
+		return nil, fmt.Errorf("collect: %w", err)
+	}
+	// The records enqueued before the section (a cut whose tree has changed
+	// since) must be read by the mark: wait for them.
+	if err := j.Sync(); err != nil {
 		return nil, fmt.Errorf("collect: %w", err)
 	}
 	res.Floor, res.Floors = fl.Seq, fl

@@ -167,7 +167,6 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	rw := &rewind.Rewinder{J: j, Live: d.live, Agents: agents.NewRegistry(states)}
 	d.svc = &Service{J: j, Live: d.live, RW: rw, Views: d.views}
-	j.Objects().TrackWrites() // before any write the collector could race (collector.go)
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
 		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: d.private,
 		Attribute: d.attribute})
