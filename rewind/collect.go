@@ -190,7 +190,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 	if err != nil {
 		return res, fmt.Errorf("collect: %w", err)
 	}
-	if len(sw.Deleted) > 0 || res.Records > 0 {
+	if res.ObjectBytes >= 1<<20 {
 		// Give the space back. A run rewrites up to half a value-log file
 		// into the active one: back that with blocks first, or stop (on a
 		// full disk there is no room to compact; the collection still
