@@ -53,6 +53,15 @@ type CollectOptions struct {
 	Now time.Time
 	// Pause runs between two sweep batches (nil: none).
 	Pause func()
+	// step, when set, is called after each step that changes the store
+	// (crash tests kill the process there).
+	step func(name string)
+}
+
+func (o *CollectOptions) at(name string) {
+	if o.step != nil {
+		o.step(name)
+	}
 }
 
 // Collect runs a collection on a store no daemon serves.
@@ -102,6 +111,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 		if err := j.RaiseFloor(fl.Seq); err != nil {
 			return err
 		}
+		o.at("floor raised")
 		b, _ := json.Marshal(fl)
 		if err := j.SetMeta(metaFloors, b); err != nil {
 			return err
@@ -125,6 +135,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 	if err != nil {
 		return nil, fmt.Errorf("collect: %w", err)
 	}
+	o.at("floors")
 	// The records enqueued before the section (a cut whose tree has changed
 	// since) must be read by the mark: wait for them.
 	if err := j.Sync(); err != nil {
@@ -154,6 +165,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 	} else if res.Records, err = j.Truncate(fl.Seq, keep...); err != nil {
 		return nil, fmt.Errorf("collect: %w", err)
 	}
+	o.at("truncated")
 
 	marked, err := mark(j, fl.Seq, kept, liveHashes, o.Extra)
 	if err != nil {
@@ -181,7 +193,13 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 		res.TookNs = int64(time.Since(start))
 		return res, nil
 	}
-	sw, err := objs.Sweep(condemned, o.Pause)
+	pause := func() {
+		o.at("swept a batch")
+		if o.Pause != nil {
+			o.Pause()
+		}
+	}
+	sw, err := objs.Sweep(condemned, pause)
 	res.Objects, res.Spared = len(sw.Deleted), sw.Spared
 	res.KeptObjects += sw.Spared
 	for _, h := range sw.Deleted {
@@ -190,6 +208,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 	if err != nil {
 		return res, fmt.Errorf("collect: %w", err)
 	}
+	o.at("swept")
 	if res.ObjectBytes >= 1<<20 {
 		// Give the space back. A run rewrites up to half a value-log file
 		// into the active one: back that with blocks first, or stop (on a
@@ -200,6 +219,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 			if j.Prepare(half) != nil || j.DB().RunValueLogGC(0.5) != nil {
 				break
 			}
+			o.at("value-log GC")
 			if o.Pause != nil {
 				o.Pause()
 			}
