@@ -35,18 +35,25 @@ func retentionOf(j *journal.Journal) *retention {
 // is positive, until d has passed as well (a view the kernel may read for
 // a while). It refuses, naming the floor, a state no longer retained.
 func Hold(j *journal.Journal, x uint64, d time.Duration) (release func(), err error) {
+	_, release, err = holdPlan(j, x, d)
+	return release, err
+}
+
+// holdPlan is Hold that also returns the state's replay plan.
+func holdPlan(j *journal.Journal, x uint64, d time.Duration) (*replayPlan, func(), error) {
 	r := retentionOf(j)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, err := planReplay(j, x); err != nil {
-		return nil, err
+	plan, err := planReplay(j, x)
+	if err != nil {
+		return nil, nil, err
 	}
 	p := &pin{seq: x}
 	if d > 0 {
 		p.until = time.Now().Add(d)
 	}
 	r.pins[p] = struct{}{}
-	return func() {
+	return plan, func() {
 		if d > 0 {
 			return // expires
 		}
