@@ -183,12 +183,18 @@ func runCollectAndKill(t *testing.T, dir, step string) {
 	}()
 }
 
-// copyStore copies the store directory src to dst (sparse files stay
-// sparse: Badger's value log is preallocated).
+// copyStore copies the store directory src to dst, with the files a
+// store keeps beside it (its log and manifest, when there are), sparse
+// files kept sparse (Badger's value log is preallocated).
 func copyStore(t *testing.T, src, dst string) string {
 	t.Helper()
-	if out, err := exec.Command("cp", "-a", "--sparse=always", src, dst).CombinedOutput(); err != nil {
-		t.Fatalf("cp %s: %v: %s", src, err, out)
+	for _, suffix := range []string{"", ".log", ".manifest"} {
+		if _, err := os.Stat(src + suffix); err != nil {
+			continue
+		}
+		if out, err := exec.Command("cp", "-a", "--sparse=always", src+suffix, dst+suffix).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v: %s", src+suffix, err, out)
+		}
 	}
 	return dst
 }

@@ -71,7 +71,7 @@ func (s *Service) GC(keep int, dry bool) (*rewind.RetainResult, error) {
 	}
 	o := rewind.CollectOptions{Keep: keep, Dry: dry, Extra: extra}
 	dir := s.J.DB().Opts().Dir
-	before, _ := DiskUsage(dir)
+	before := storeBytes(dir)
 	var res *rewind.RetainResult
 	var err error
 	if s.RW != nil && s.Live != nil {
@@ -84,13 +84,21 @@ func (s *Service) GC(keep int, dry bool) (*rewind.RetainResult, error) {
 		return nil, err
 	}
 	res.DiskFrom = before
-	res.DiskTo, _ = DiskUsage(dir)
+	res.DiskTo = storeBytes(dir)
 	if keep > 0 {
 		res.Policy = fmt.Sprintf("--keep %d", keep)
 	} else if p, _, err := rewind.LoadPolicy(s.J); err == nil {
 		res.Policy = fmt.Sprintf("seqs %s, generations %s", p.Seqs, p.Generations)
 	}
 	return res, nil
+}
+
+// storeBytes is the store's size on disk: the index (Badger's directory)
+// and the segment log beside it (dir.log), when there is one.
+func storeBytes(dir string) int64 {
+	a, _ := DiskUsage(dir)
+	b, _ := DiskUsage(dir + ".log")
+	return a + b
 }
 
 // Retention reports the policy and floors; with a window, a period or
