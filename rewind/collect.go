@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/reynfs/reynfs/cas"
@@ -209,7 +210,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 		return res, fmt.Errorf("collect: %w", err)
 	}
 	o.at("swept")
-	if res.ObjectBytes >= 1<<20 {
+	if res.ObjectBytes >= 1<<20 && sealedValueLogs(j.DB().Opts().Dir) {
 		// Give the space back. A run rewrites up to half a value-log file
 		// into the active one: back that with blocks first, or stop (on a
 		// full disk there is no room to compact; the collection still
@@ -227,6 +228,15 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 	}
 	res.TookNs = int64(time.Since(start))
 	return res, nil
+}
+
+// sealedValueLogs reports whether Badger's directory holds more than one
+// value-log file: a value-log GC run never rewrites the newest one, so with
+// one there is nothing to gain, and the blocks it backs first would only
+// grow the store.
+func sealedValueLogs(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	return len(m) > 1
 }
 
 // mark returns every object a retained state needs.
