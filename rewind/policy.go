@@ -57,7 +57,7 @@ func ParseWindow(s string) (Window, error) {
 	}
 	d, err := parseAge(s)
 	if err != nil {
-		return Window{}, err
+		return Window{}, fmt.Errorf("%w: %q: want a count (500) or an age of at least 1s (90s, 36h, 7d, 2w)", ErrPolicy, s)
 	}
 	return Window{Age: d}, nil
 }
@@ -79,7 +79,7 @@ func parseAge(s string) (time.Duration, error) {
 		d, err = time.ParseDuration(s)
 	}
 	if err != nil || d < time.Second {
-		return 0, fmt.Errorf("%w: %q: want a count (500) or an age of at least 1s (90s, 36h, 7d, 2w)", ErrPolicy, s)
+		return 0, fmt.Errorf("%w: %q: want an age of at least 1s (90s, 36h, 7d, 2w)", ErrPolicy, s)
 	}
 	return d, nil
 }
