@@ -41,6 +41,8 @@ type Badger struct {
 	db    *badger.DB
 	cache *cache
 
+	guard guard // spares from a sweep what writers rely on (guard.go)
+
 	// The segment log of a format-2 store (logstore.go); nil for a store
 	// of objects inline in Badger.
 	log    *segLog
@@ -108,6 +110,7 @@ const maxPutAttempts = 4
 // journal decides when db.Sync runs.
 func (b *Badger) Put(data []byte) (Hash, error) {
 	h := Sum(data)
+	b.guard.note(h)
 	if b.cache.contains(h) {
 		return h, nil
 	}
@@ -144,6 +147,7 @@ func (b *Badger) Put(data []byte) (Hash, error) {
 // it is flushed: do not modify it before. Two AddToBatch calls for the same
 // new blob before the flush both write it (harmless, the bytes are equal).
 func (b *Badger) AddToBatch(wb *badger.WriteBatch, blob Blob) (written bool, err error) {
+	b.guard.note(blob.Hash)
 	ok, err := b.Has(blob.Hash)
 	if err != nil {
 		return false, fmt.Errorf("add %s to batch: %w", blob.Hash.Short(), err)

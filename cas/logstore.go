@@ -262,6 +262,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			continue
 		}
 		seen[bl.Hash] = struct{}{}
+		b.guard.note(bl.Hash) // before the lookup a dedup relies on (guard.go)
 		ok, err := b.Has(bl.Hash)
 		if err != nil {
 			return 0, 0, fmt.Errorf("commit: %w", err)

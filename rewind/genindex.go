@@ -58,9 +58,14 @@ func (g *genIndex) loadLocked(j *journal.Journal) error {
 	if err != nil {
 		return err
 	}
-	dropped, err := droppedGens(j)
+	dropped, below, err := droppedGens(j)
 	if err != nil {
 		return err
+	}
+	// Entries below the dropped mark are counted already: a collection
+	// that crashed before it deleted them (unindexBelow).
+	for len(seqs) > 0 && seqs[0] < below {
+		seqs = seqs[1:]
 	}
 	g.seqs, g.dropped, g.loaded = seqs, dropped, true
 	return nil

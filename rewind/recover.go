@@ -24,10 +24,11 @@ func Reconstruct(j *journal.Journal, x uint64) (*tree.Tree, error) {
 // as the live one) every subtree the state at x shares with it, instead of
 // reading it from the store.
 func ReconstructFrom(j *journal.Journal, x uint64, base *tree.Tree) (*tree.Tree, error) {
-	p, err := planReplay(j, x)
+	p, release, err := holdPlan(j, x, 0) // the collector keeps what this reads
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	t, err := tree.LoadFrom(j.Objects(), p.root, base)
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct %d: generation %d: %w", x, p.gen, err)

@@ -48,6 +48,13 @@ func (rw *Rewinder) RestoreAs(rel string, x uint64, views, op string) (*RestoreR
 	if first, _, _ := strings.Cut(rel, "/"); views != "" && first == views {
 		return nil, fmt.Errorf("%w: %s is inside the read-only history views", ErrTarget, rel)
 	}
+	// Until the restore is recorded, only this pin keeps x's objects from
+	// a collection (the live lock is taken later).
+	release, err := Hold(j, x, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	past, err := Reconstruct(j, x)
 	if err != nil {
 		return nil, err
@@ -57,11 +64,13 @@ func (rw *Rewinder) RestoreAs(rel string, x uint64, views, op string) (*RestoreR
 		return nil, fmt.Errorf("%w: %s did not exist at seq %d", ErrTarget, rel, x)
 	}
 	// The past tree's inode objects may never have been stored (a state
-	// between two generations): store those of the subtree first, so the
-	// record is committed with or after everything it names.
-	if _, blobs, err := past.Root(); err != nil {
-		return nil, err
-	} else if err := putSubtree(j.Objects(), past, n, blobs); err != nil {
+	// between two generations): store those of the subtree, so the record
+	// is committed with or after everything it names. That happens in the
+	// exclusive section, which a collection's mark also takes: objects put
+	// there are either in the live tree the mark sees or put after the
+	// collection began (its sweep spares them, cas guard).
+	_, blobs, err := past.Root()
+	if err != nil {
 		return nil, err
 	}
 	root, _ := n.Object()
@@ -71,7 +80,12 @@ func (rw *Rewinder) RestoreAs(rel string, x uint64, views, op string) (*RestoreR
 	if op != "" {
 		label = op + ": " + label
 	}
-	err = rw.exclusive(func(x locked) (Invalidations, error) { return x.restore(res, root, label) })
+	err = rw.exclusive(func(x locked) (Invalidations, error) {
+		if err := putSubtree(j.Objects(), past, n, blobs); err != nil {
+			return Invalidations{}, err
+		}
+		return x.restore(res, root, label)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -63,8 +63,16 @@ func Resolve(j *journal.Journal, target string) (uint64, error) {
 		return 0, err
 	}
 	check := func(seq uint64) (uint64, error) {
-		if seq < floor || seq == 0 {
-			return 0, fmt.Errorf("%w: seq %d is older than what the store retains (first retained seq is %d)", ErrTarget, seq, floor)
+		if seq == 0 {
+			return 0, fmt.Errorf("%w: seq 0 names no state (the first is 1)", ErrTarget)
+		}
+		if seq < floor {
+			// Below the fine floor only the coarse window's generations stay.
+			if ok, err := isGeneration(j, seq); err != nil {
+				return 0, err
+			} else if !ok {
+				return 0, notRetained(j, seq, floor)
+			}
 		}
 		if seq > head {
 			return 0, fmt.Errorf("%w: seq %d is past head (%d)", ErrTarget, seq, head)
@@ -88,7 +96,7 @@ func Resolve(j *journal.Journal, target string) (uint64, error) {
 				first = gens[0].ID
 			}
 			if id >= 1 && id < first {
-				return 0, fmt.Errorf("%w: g%d is older than what the store retains (the oldest is g%d)", ErrTarget, id, first)
+				return 0, fmt.Errorf("%w: g%d is older than what the store retains (the oldest is g%d); see reynfs retention", ErrNotRetained, id, first)
 			}
 			if id < first || id-first >= len(gens) {
 				return 0, fmt.Errorf("%w: no generation g%d (the newest is g%d)", ErrTarget, id, first+len(gens)-1)

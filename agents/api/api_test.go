@@ -36,7 +36,7 @@ func TestNegotiate(t *testing.T) {
 }
 
 func TestKindExit(t *testing.T) {
-	want := map[Kind]int{KindBadInput: 2, KindBadTarget: 2, KindStoreLocked: 3, KindStoreCorrupt: 4,
+	want := map[Kind]int{KindBadInput: 2, KindBadTarget: 2, KindNotRetained: 2, KindStoreLocked: 3, KindStoreCorrupt: 4,
 		KindNotMounted: 5, KindStaleMount: 6, KindPermissionDenied: 1, KindInternal: 70, KindFailed: 1, "a_future_kind": 1}
 	for k, code := range want {
 		if k.Exit() != code {

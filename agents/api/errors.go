@@ -11,6 +11,7 @@ type Kind string
 const (
 	KindBadInput            Kind = "bad_input"            // bad arguments, paths, an unknown method
 	KindBadTarget           Kind = "bad_target"           // a target (gN, seq, -N, label) names no state
+	KindNotRetained         Kind = "not_retained"         // the target is below the retention floor (retention dropped it)
 	KindStoreLocked         Kind = "store_locked"         // another daemon holds the store
 	KindStoreCorrupt        Kind = "store_corrupt"        // the store is damaged or of another format
 	KindNotMounted          Kind = "not_mounted"          // the call needs a running daemon
@@ -37,7 +38,7 @@ const (
 // Exit is the exit code the CLI uses for an error of kind k.
 func (k Kind) Exit() int {
 	switch k {
-	case KindBadInput, KindBadTarget, KindUnsupportedProtocol:
+	case KindBadInput, KindBadTarget, KindNotRetained, KindUnsupportedProtocol:
 		return ExitUsage
 	case KindStoreLocked:
 		return ExitLocked

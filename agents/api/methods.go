@@ -201,18 +201,45 @@ type RestoreResult struct {
 	Changes []rewind.Change `json:"changes,omitempty"`
 }
 
-// GCParams drops history older than the Keep newest generations.
+// GCParams runs the collector: it applies the store's retention policy
+// (see RetentionParams), or, with Keep > 0, keeps the Keep newest
+// generations of the current path and everything after the oldest of
+// them, and drops the objects nothing retained names. Mounted or not.
 type GCParams struct {
-	Keep int  `json:"keep"`
+	Keep int  `json:"keep"` // 0: the store's policy
 	Dry  bool `json:"dry,omitempty"`
 }
 
 func (GCParams) Method() string { return "gc" }
 
+func (p GCParams) readOnly() bool { return p.Dry }
+
 // GCResult says what was (or would be) dropped.
 type GCResult struct {
 	Reply
 	GC *rewind.RetainResult `json:"gc"`
+}
+
+// RetentionParams reports the store's retention policy and floors; with
+// a window, the period or Default set, it changes the policy first (kept
+// in the store; the next collection applies it).
+type RetentionParams struct {
+	Seqs        string `json:"seqs,omitempty"`        // every seq for this long ("7d", "36h") or this many records ("500")
+	Generations string `json:"generations,omitempty"` // generations for this long ("90d") or this many ("50")
+	Every       string `json:"every,omitempty"`       // the mounted collector's period ("10m")
+	Default     bool   `json:"default,omitempty"`     // back to the default policy (then the others apply)
+}
+
+func (RetentionParams) Method() string { return "retention" }
+
+func (p RetentionParams) readOnly() bool {
+	return p.Seqs == "" && p.Generations == "" && p.Every == "" && !p.Default
+}
+
+// RetentionResult is the policy and the floors.
+type RetentionResult struct {
+	Reply
+	Retention *rewind.RetentionInfo `json:"retention"`
 }
 
 // AgentSaveParams saves an agent's state as one record.

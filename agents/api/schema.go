@@ -29,6 +29,7 @@ var methods = []struct {
 	{RewindParams{}, &RewindResult{}},
 	{RestoreParams{}, &RestoreResult{}},
 	{GCParams{}, &GCResult{}},
+	{RetentionParams{}, &RetentionResult{}},
 	{AgentSaveParams{}, &SeqResult{}},
 	{AgentListParams{}, &AgentListResult{}},
 	{AgentShowParams{}, &AgentShowResult{}},

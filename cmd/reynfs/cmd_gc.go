@@ -14,18 +14,20 @@ func newGCCommand() *cobra.Command {
 	var keep int
 	var dry, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "gc --keep N [--dry-run]",
-		Short: "Drop history older than the newest N generations (unmounted stores)",
-		Long: `Keep the newest N generations of the current path and everything after the oldest
-of them (later records, branches that fork after it); drop older records and generations,
-and the objects nothing retained names. Rewinds to dropped points are refused afterwards
-("older than what the store retains"). Runs on an unmounted store.
+		Use:   "gc [--keep N] [--dry-run] [--json]",
+		Short: "Collect history past the retention windows now (mounted or not)",
+		Long: `Run the collector now: apply the store's retention windows (see 'reynfs retention'),
+drop the records and generations below the floors, drop the objects nothing retained
+names, and give the space back on disk. It prints what went and where the floors are.
+Mounted, the daemon runs the same collector every few minutes and writers go on while it
+runs. --keep N instead keeps the newest N generations of the current path and everything
+after the oldest of them. A rewind, restore, diff or view below the floor is refused.
 
-` + exitCodeHelp,
+` + retentionHelp + "\n\n" + exitCodeHelp,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if keep < 1 {
-				return fmt.Errorf("%w: gc needs --keep N with N ≥ 1", errUsage)
+			if keep < 0 || (cmd.Flags().Changed("keep") && keep < 1) {
+				return fmt.Errorf("%w: gc --keep N needs N ≥ 1", errUsage)
 			}
 			var resp api.GCResult
 			err := busy(!asJSON, "collecting", func() error {
@@ -38,18 +40,24 @@ and the objects nothing retained names. Rewinds to dropped points are refused af
 			if asJSON {
 				return printJSON(r)
 			}
-			verb := "dropped"
+			verb := "freed"
 			if dry {
-				verb = "would drop"
+				verb = "would free"
 			}
-			fmt.Printf("retained from seq %d (was %d): %d generations kept\n", r.Floor, r.AlreadyFloor, r.Generations)
-			fmt.Printf("%s %d generations, %d records, %d objects (%s); %d objects kept\n",
-				verb, r.DroppedGens, r.Records, r.Objects, human(r.ObjectBytes), r.KeptObjects)
+			fmt.Printf("%s %d objects (%s), %d records, %d generations; kept %d generations and %d objects\n",
+				verb, r.Objects, human(r.ObjectBytes), r.Records, r.DroppedGens, r.Generations, r.KeptObjects)
+			if r.DiskFrom > 0 && !dry {
+				fmt.Printf("store on disk: %s before, %s after\n", human(r.DiskFrom), human(r.DiskTo))
+			}
+			if r.Policy != "" {
+				fmt.Printf("policy: %s\n", r.Policy)
+			}
+			printFloors(r.Floor, r.Floors)
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&keep, "keep", 0, "generations of the current path to keep")
-	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would be dropped, drop nothing")
+	cmd.Flags().IntVar(&keep, "keep", 0, "keep the newest N generations of the current path instead of the policy")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would go, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&dir, "dir", ".", "the project directory (or a path inside it)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")

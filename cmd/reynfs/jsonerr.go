@@ -52,6 +52,9 @@ func errorKind(err error) api.Kind {
 	}
 	switch exitCode(err) {
 	case exitUsage:
+		if errors.Is(err, rewind.ErrNotRetained) {
+			return api.KindNotRetained
+		}
 		if errors.Is(err, rewind.ErrTarget) {
 			return api.KindBadTarget
 		}

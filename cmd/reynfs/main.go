@@ -232,7 +232,7 @@ journal record with a global sequence number and all content is stored once, by 
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newMountCommand(), newUnmountCommand(), newStatusCommand(), newCheckpointCommand(),
-		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newFsckCommand(), newAPICommand(),
+		newLogCommand(), newRewindCommand(), newDiffCommand(), newShowCommand(), newExportCommand(), newRestoreCommand(), newAgentCommand(), newGCCommand(), newRetentionCommand(), newFsckCommand(), newAPICommand(),
 		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand(), newVersionCommand())
 	root.AddCommand(newUndoCommand(), newRedoCommand(), newOpCommand(), newBranchCommand(), newCheckoutCommand())
 	root.AddCommand(newTimelineCommand())

@@ -118,6 +118,18 @@ func (l *Live) Lock()       { l.mu.Lock() }
 func (l *Live) Unlock()     { l.mu.Unlock() }
 func (l *Live) Tree() *Tree { return l.t }
 
+// EachNodeLocked calls fn for every node the live tree serves, unlinked
+// files still open included, in no order; the caller holds the lock. The
+// collector marks what they name (rewind/collect.go).
+func (l *Live) EachNodeLocked(fn func(n *Node)) {
+	for _, n := range l.t.nodes {
+		fn(n)
+	}
+	for _, n := range l.orphans {
+		fn(n)
+	}
+}
+
 // Swap replaces the served tree (a rewind); the caller holds the lock.
 // Pending data of the old tree is discarded with it.
 func (l *Live) Swap(t *Tree) {

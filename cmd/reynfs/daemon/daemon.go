@@ -176,6 +176,7 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	rw.Inv = d.fs
 	go d.flusher()
+	go d.collector()
 	go func() {
 		d.fs.Wait()
 		d.finish()
@@ -362,6 +363,7 @@ func (d *Daemon) finish() {
 			err = d.writeback(t, g.Root)
 		}
 		d.closeDir()
+		stopCollector(d.j)
 		if cerr := d.j.Close(); err == nil {
 			err = cerr
 		}

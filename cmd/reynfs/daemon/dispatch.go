@@ -258,6 +258,14 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		r := &api.GCResult{}
 		r.GC, err = s.GC(p.Keep, p.Dry)
 		return r, err
+	case api.RetentionParams{}.Method():
+		p, err := params[api.RetentionParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		r := &api.RetentionResult{}
+		r.Retention, err = s.Retention(p.Seqs, p.Generations, p.Every, p.Default)
+		return r, err
 	case api.RunStartParams{}.Method(), api.RunAttachParams{}.Method(), api.RunExitedParams{}.Method(), api.RunsParams{}.Method():
 		if d == nil {
 			return nil, errNeedsDaemon(method)
@@ -347,6 +355,8 @@ func kindOf(err error) api.Kind {
 	case errors.Is(err, ErrUsage), errors.Is(err, agents.ErrName), errors.Is(err, agents.ErrTooBig),
 		errors.Is(err, rewind.ErrName), errors.Is(err, rewind.ErrNothing):
 		return api.KindBadInput
+	case errors.Is(err, rewind.ErrNotRetained):
+		return api.KindNotRetained
 	case errors.Is(err, rewind.ErrTarget):
 		return api.KindBadTarget
 	case errors.Is(err, ErrDenied):
@@ -403,6 +413,8 @@ func ErrorOf(err error) error {
 		sentinel = ErrUsage
 	case api.KindBadTarget:
 		sentinel = rewind.ErrTarget
+	case api.KindNotRetained:
+		sentinel = rewind.ErrNotRetained
 	case api.KindPermissionDenied:
 		msg := e.Message
 		if !strings.HasPrefix(msg, ErrDenied.Error()) {

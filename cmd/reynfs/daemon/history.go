@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -54,5 +55,16 @@ func (h history) Tree(seq uint64) (*tree.Tree, error) {
 			return nil, err
 		}
 	}
+	// The collector keeps the state a view shows for viewHold after the
+	// view is built: the kernel reads its files later, from the store.
+	if _, err := rewind.Hold(j, seq, viewHold); err != nil {
+		if errors.Is(err, rewind.ErrNotRetained) {
+			return nil, fmt.Errorf("view of seq %d: %w (%v)", seq, tree.ErrNotExist, err)
+		}
+		return nil, err
+	}
 	return rewind.Reconstruct(j, seq)
 }
+
+// viewHold is how long a view's state stays retained after it was built.
+const viewHold = 30 * time.Minute

@@ -445,26 +445,3 @@ func (s *Service) StoreStatus(store string) (*Status, error) {
 		Objects: objs, ObjectBytes: bytes, StoreBytes: size, ViewsName: cmp.Or(string(views), fs.ViewDir),
 		PrivateHistory: private}, nil
 }
-
-// GC keeps the newest keep generations of the current path (and all after
-// the oldest of them) and collects everything older; unmounted stores only.
-func (s *Service) GC(keep int, dry bool) (*rewind.RetainResult, error) {
-	if s.Live != nil {
-		return nil, fmt.Errorf("%w: gc runs on an unmounted store; reynfs unmount first", ErrUsage)
-	}
-	var extra []cas.Hash
-	for _, key := range []string{metaDirBase, metaWriteback} {
-		b, err := s.J.GetMeta(key)
-		if err != nil {
-			return nil, err
-		}
-		if len(b) > 0 {
-			h, err := cas.Parse(string(b))
-			if err != nil {
-				return nil, fmt.Errorf("store meta %s: %w", key, err)
-			}
-			extra = append(extra, h)
-		}
-	}
-	return rewind.Retain(s.J, keep, dry, extra...)
-}
