@@ -108,6 +108,14 @@ func (l *segLog) scan(from Pos) (scanResult, error) {
 				blobs[i].loc.Off += off + frameHeaderSize
 				blobs[i].data = nil
 			}
+			for i := range ops {
+				// Copies, so that the segment's buffer is not kept
+				// alive by a scan of the whole log (salvage).
+				ops[i].Key = bytes.Clone(ops[i].Key)
+				if ops[i].Val != nil {
+					ops[i].Val = bytes.Clone(ops[i].Val)
+				}
+			}
 			res.frames = append(res.frames, logFrame{at: Pos{n, off}, end: fr, blobs: blobs, ops: ops})
 			off = fr
 			res.end = Pos{n, off}
