@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -166,5 +167,59 @@ func TestPrepareDirect(t *testing.T) {
 	r := &Record{Op: OpUnlink, Time: 1, Parent: 1, Name: "x"}
 	if err := j.Enqueue(r, nil).Wait(); err != nil {
 		t.Fatalf("the journal after a refused Prepare: %v", err)
+	}
+}
+
+// Admit reuses a recent statfs answer only far from the reserve: with
+// plenty free, a burst of Admits asks statfs once and counts what it let
+// through; a file system that filled up is seen at once after
+// admitReuse; near the reserve every Admit asks.
+func TestAdmitReusesStatfsFarFromReserve(t *testing.T) {
+	j := openT(t, t.TempDir(), Options{})
+	var avail, calls atomic.Uint64
+	const total = 1 << 40
+	avail.Store(10 << 30)
+	j.SetFreeSpace(func() (uint64, uint64, error) { calls.Add(1); return avail.Load(), total, nil })
+	for range 100 {
+		if err := j.Admit(4096, AdmitWrite); err != nil {
+			t.Fatalf("admit with 10 GiB free: %v", err)
+		}
+	}
+	if c := calls.Load(); c > 5 {
+		t.Errorf("100 admits with 10 GiB free asked statfs %d times; want about one per %s", c, admitReuse)
+	}
+	// What the reused answer let through is subtracted: 100 MiB writes
+	// use it up long before 10 GiB do not.
+	calls.Store(0)
+	for range 60 {
+		if err := j.Admit(100<<20, AdmitWrite); err != nil {
+			t.Fatalf("admit of 100 MiB with 10 GiB free: %v", err)
+		}
+	}
+	if calls.Load() == 0 {
+		t.Errorf("60 admits of 100 MiB (12 GiB counted twice) never asked statfs again")
+	}
+	avail.Store(reserveFor(total) + 1<<20)
+	time.Sleep(2 * admitReuse)
+	if err := j.Admit(4<<20, AdmitWrite); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("after the disk filled up: got %v, want ErrNoSpace", err)
+	}
+	calls.Store(0)
+	for range 10 {
+		_ = j.Admit(4096, AdmitShrink)
+	}
+	if c := calls.Load(); c != 10 {
+		t.Errorf("10 admits near the reserve asked statfs %d times; want every time", c)
+	}
+}
+
+// BenchmarkAdmit is one ordinary write's admission on the real file system
+// (statfs, or its reused answer).
+func BenchmarkAdmit(b *testing.B) {
+	j := openT(b, b.TempDir(), Options{})
+	for b.Loop() {
+		if err := j.Admit(4096, AdmitWrite); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
