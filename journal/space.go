@@ -170,8 +170,9 @@ func (j *Journal) Admit(n int, class int) error {
 }
 
 // shares returns how many bytes b can append to the value log and to the
-// memtable WAL.
-func (s *space) shares(b *batch) (vlog, wal int) {
+// memtable WAL, and to the segment log (written with pwrite, so it needs
+// no preallocation, only room on the file system).
+func (s *space) shares(b *batch) (vlog, wal, seg int) {
 	add := func(key, val int) {
 		if val >= s.threshold {
 			vlog += key + val + entryOverhead
@@ -182,7 +183,8 @@ func (s *space) shares(b *batch) (vlog, wal int) {
 	}
 	for _, it := range b.items {
 		for _, bl := range it.blobs {
-			add(1+len(bl.Hash), len(bl.Data))
+			add(1+len(bl.Hash), locLen) // its index entry
+			seg += len(bl.Hash) + len(bl.Data) + 16
 		}
 		n := 2 // a reset is indexed twice
 		if !it.reset {
@@ -190,16 +192,26 @@ func (s *space) shares(b *batch) (vlog, wal int) {
 		}
 		for range n {
 			add(max(len(it.key), 9), len(it.val))
+			seg += max(len(it.key), 9) + len(it.val) + 8
 		}
 	}
-	return vlog, wal + 4096 // "m/seq" and Badger's transaction marks
+	return vlog, wal + 4096, seg + 64 // "m/seq", the log position, Badger's transaction marks
 }
+
+// locLen is the size of an object's index entry (cas.Loc).
+const locLen = 25
 
 // prepare backs what b can write in Badger's mapped files with blocks
 // (steps 1 and 2 above). Errors wrap ErrNoSpace or are I/O errors.
 func (s *space) prepare(b *batch) error {
-	vlog, wal := s.shares(b)
-	return s.prepareBytes(vlog, wal, false)
+	vlog, wal, seg := s.shares(b)
+	if err := s.prepareBytes(vlog, wal, false); err != nil {
+		return err
+	}
+	if avail, _, err := s.free(); err == nil && avail < uint64(vlog+wal+seg) {
+		return fmt.Errorf("prepare store files: %w (%d bytes free, a batch of %d)", ErrNoSpace, avail, vlog+wal+seg)
+	}
+	return nil
 }
 
 // prepareBytes is prepare for vlog bytes of value log and wal bytes of
