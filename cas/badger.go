@@ -45,6 +45,7 @@ type Badger struct {
 	// of objects inline in Badger.
 	log    *segLog
 	tail   map[Hash]Loc // read-only opens: objects past the index
+	inline bool         // the index holds 'o' objects (format 1): look there first
 	logged atomic.Int64 // bytes appended since open
 	fault  func(op string) error
 }

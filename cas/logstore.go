@@ -83,6 +83,14 @@ func OpenLogged(db *badger.DB, logDir string, o LogOptions) (*Badger, error) {
 	}
 	b := NewBadger(db)
 	b.log = l
+	b.inline = true // unless the index holds no inline object at all
+	_ = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{KeyPrefix}})
+		defer it.Close()
+		it.Rewind()
+		b.inline = it.Valid()
+		return nil
+	})
 	return b, nil
 }
 
@@ -113,9 +121,19 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
+	indexed := from
+	if keepDamaged && l.readOnly {
+		// Salvage: read the whole log, so that what a damaged index
+		// lost (an unreadable table, say) is found in the log itself.
+		from = Pos{}
+	}
 	res, err := l.scan(from)
 	if err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	if res.damage == nil && (res.end.Seg < indexed.Seg || res.end.Seg == indexed.Seg && res.end.Off < indexed.Off) {
+		res.damage = fmt.Errorf("%w: %s: the log ends at offset %d, the index covers it to offset %d",
+			ErrDamaged, l.path(res.end.Seg), res.end.Off, indexed.Off)
 	}
 	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || res.dropSeg != 0, Damage: res.damage, KV: map[string][]byte{}}
 	if res.damage != nil && !keepDamaged {
@@ -147,6 +165,11 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
 	if len(res.frames) > 0 {
+		if b.fault != nil {
+			if err := b.fault("catchup"); err != nil {
+				return nil, fmt.Errorf("catch up: injected fault: %w", err)
+			}
+		}
 		wb := b.db.NewWriteBatch()
 		defer wb.Cancel()
 		for _, f := range res.frames {
@@ -240,7 +263,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			continue
 		}
 		s := stored{h: bl.Hash, raw: len(bl.Data), comp: compRaw, data: bl.Data}
-		if len(bl.Data) >= minCompress {
+		if len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
 			c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
 			if len(c) <= len(bl.Data)-len(bl.Data)/8 {
 				s.comp, s.data = compZstd, c
@@ -285,10 +308,31 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	return len(blobs), deduped, nil
 }
 
-// SetFault sets a hook called at named points of a commit ("index":
-// after the frame is written, before its index write); a non-nil result
-// fails the commit there. For crash and fault tests only.
-func (b *Badger) SetFault(f func(op string) error) { b.fault = f }
+// SetFault sets a hook called at named points: "frame" (half a frame
+// written), "index" (the frame written, its index not yet), "catchup"
+// (the tail cut, its index not yet written); a non-nil result fails the
+// operation there. For crash and fault tests only.
+func (b *Badger) SetFault(f func(op string) error) {
+	b.fault = f
+	if b.log != nil {
+		b.log.fault = f
+	}
+}
+
+// sampleSize is the prefix compressible tries first.
+const sampleSize = 4 << 10
+
+// compressible reports whether data looks worth compressing: a big object
+// is judged by compressing a sample first, so incompressible chunks
+// (media, archives, random data) cost a 4 KiB attempt, not a whole one.
+func compressible(enc *zstd.Encoder, data []byte) bool {
+	if len(data) < 4*sampleSize {
+		return true
+	}
+	var buf [2 * sampleSize]byte
+	c := enc.EncodeAll(data[:sampleSize], buf[:0])
+	return len(c) <= sampleSize-sampleSize/8
+}
 
 // LogBytes is how many bytes commits have appended since the store was
 // opened (the journal's index checkpoint uses it).
@@ -336,13 +380,23 @@ func (b *Badger) getLogged(h Hash, loc Loc) ([]byte, error) {
 // by hand) win over a log location; the read-only tail comes last.
 func (b *Badger) lookup(h Hash, wantValue bool) (data []byte, loc Loc, found, inLog bool, err error) {
 	err = b.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(Key(h))
+		err := badger.ErrKeyNotFound
+		var item *badger.Item
+		if b.inline || b.log == nil {
+			item, err = txn.Get(Key(h))
+		}
 		if err == nil {
 			found = true
 			if wantValue {
 				data, err = item.ValueCopy(nil)
 			}
 			return err
+		}
+		if l, ok := b.tail[h]; ok {
+			// Read-only: the log past the index (or all of it, when
+			// salvaging a store whose index may fail to read).
+			loc, found, inLog = l, true, true
+			return nil
 		}
 		if !errors.Is(err, badger.ErrKeyNotFound) || b.log == nil {
 			return err
@@ -360,9 +414,6 @@ func (b *Badger) lookup(h Hash, wantValue bool) (data []byte, loc Loc, found, in
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		err = nil
-		if l, ok := b.tail[h]; ok {
-			return nil, l, true, true, nil
-		}
 	}
 	return data, loc, found, inLog, err
 }

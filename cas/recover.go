@@ -71,24 +71,24 @@ func (l *segLog) scan(from Pos) (scanResult, error) {
 		if n == from.Seg {
 			off = from.Off
 		}
-		data, err := l.readSegment(n)
+		hdr, data, err := l.readSegment(n, off)
 		if err != nil {
 			return res, err
 		}
-		if herr := checkSegHeader(data, n, l.id); herr != nil {
-			if n == last && n != from.Seg && (len(data) < segHeaderSize || allZero(data)) {
+		if herr := checkSegHeader(hdr, n, l.id); herr != nil {
+			if n == last && n != from.Seg && (len(hdr) < segHeaderSize || allZero(hdr)) {
 				res.dropSeg = n // torn while being created
 				return res, nil
 			}
 			res.damage = fmt.Errorf("%w: %s at offset 0: %v", ErrDamaged, l.path(n), herr)
 			return res, nil
 		}
-		if off < segHeaderSize || off > int64(len(data)) {
-			res.damage = fmt.Errorf("%w: %s is %d bytes, the index covers it to offset %d", ErrDamaged, l.path(n), len(data), off)
+		if off < segHeaderSize || off > data.end() {
+			res.damage = fmt.Errorf("%w: %s is %d bytes, the index covers it to offset %d", ErrDamaged, l.path(n), data.end(), off)
 			return res, nil
 		}
 		res.end = Pos{n, off}
-		for off < int64(len(data)) {
+		for off < data.end() {
 			fr, why := frameAt(data, off)
 			if why != "" {
 				if n != last || validFrameAfter(data, off+1) {
@@ -98,7 +98,7 @@ func (l *segLog) scan(from Pos) (scanResult, error) {
 				}
 				return res, nil
 			}
-			blobs, ops, err := decodePayload(data[off+frameHeaderSize : fr])
+			blobs, ops, err := decodePayload(data.slice(off+frameHeaderSize, fr))
 			if err != nil {
 				res.damage = fmt.Errorf("%s at offset %d: %w", l.path(n), off, err)
 				return res, nil
@@ -116,21 +116,31 @@ func (l *segLog) scan(from Pos) (scanResult, error) {
 	return res, nil
 }
 
+// segBytes is the part of a segment from base to its end, addressed by
+// segment offsets.
+type segBytes struct {
+	base int64
+	b    []byte
+}
+
+func (d segBytes) end() int64                  { return d.base + int64(len(d.b)) }
+func (d segBytes) slice(from, to int64) []byte { return d.b[from-d.base : to-d.base] }
+
 // frameAt checks the frame at off and returns where it ends, or why it is
 // not a complete, intact frame.
-func frameAt(data []byte, off int64) (end int64, why string) {
-	if int64(len(data))-off < frameHeaderSize {
+func frameAt(data segBytes, off int64) (end int64, why string) {
+	if data.end()-off < frameHeaderSize {
 		return 0, "incomplete frame header"
 	}
-	fh, err := parseFrameHeader(data[off : off+frameHeaderSize])
+	fh, err := parseFrameHeader(data.slice(off, off+frameHeaderSize))
 	if err != nil {
 		return 0, err.Error()
 	}
 	end = off + frameHeaderSize + int64(fh.length)
-	if end > int64(len(data)) {
+	if end > data.end() {
 		return 0, "incomplete frame"
 	}
-	if crc32.Checksum(data[off+frameHeaderSize:end], castagnoli) != fh.crc {
+	if crc32.Checksum(data.slice(off+frameHeaderSize, end), castagnoli) != fh.crc {
 		return 0, "frame checksum mismatch"
 	}
 	return end, ""
@@ -138,11 +148,11 @@ func frameAt(data []byte, off int64) (end int64, why string) {
 
 // validFrameAfter reports whether an intact frame starts anywhere at or
 // after off: a crash tears only the last frame, so one is damage.
-func validFrameAfter(data []byte, off int64) bool {
+func validFrameAfter(data segBytes, off int64) bool {
 	var magic [4]byte
 	binary.BigEndian.PutUint32(magic[:], frameMagic)
-	for off < int64(len(data)) {
-		i := bytes.Index(data[off:], magic[:])
+	for off < data.end() {
+		i := bytes.Index(data.slice(off, data.end()), magic[:])
 		if i < 0 {
 			return false
 		}
@@ -163,20 +173,29 @@ func allZero(b []byte) bool {
 	return true
 }
 
-func (l *segLog) readSegment(n uint64) ([]byte, error) {
+// readSegment returns segment n's header (shorter if the file is) and its
+// bytes from off to the end: an open reads only the tail past the index,
+// not whole segments.
+func (l *segLog) readSegment(n uint64, off int64) ([]byte, segBytes, error) {
 	f, err := l.file(n)
 	if err != nil {
-		return nil, err
+		return nil, segBytes{}, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, segBytes{}, err
 	}
-	data := make([]byte, fi.Size())
-	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+	size := fi.Size()
+	hdr := make([]byte, min(size, segHeaderSize))
+	if _, err := f.ReadAt(hdr, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, segBytes{}, fmt.Errorf("read %s: %w", f.Name(), err)
 	}
-	return data, nil
+	off = min(max(off, 0), size)
+	data := make([]byte, size-off)
+	if _, err := f.ReadAt(data, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, segBytes{}, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	return hdr, segBytes{off, data}, nil
 }
 
 // cutTail removes what a crash tore off the end of the log: the torn

@@ -27,13 +27,18 @@ const (
 	// bigger than this gets a segment of its own).
 	SegmentSize = 128 << 20
 
-	frameMagic      = 0x52464d32 // "RFM2"
+	frameMagic = 0x52464d32 // "RFM2"
+	// (segmentSize below is SegmentSize; tests make it small.)
 	frameHeaderSize = 32
 	// maxFrame bounds a frame's payload; a header claiming more is damage.
 	maxFrame = 1 << 31
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// segmentSize is SegmentSize, a variable so that tests can roll segments
+// without writing 128 MiB.
+var segmentSize int64 = SegmentSize
 
 // Pos is a position in the log: a segment number and a byte offset in it.
 type Pos struct {
@@ -103,6 +108,8 @@ type segLog struct {
 	dirty  map[uint64]*os.File
 
 	syncMu sync.Mutex // one fdatasync round at a time
+
+	fault func(op string) error // crash tests: "frame", "catchup"
 
 	rmu   sync.RWMutex
 	files map[uint64]*os.File
@@ -216,7 +223,7 @@ func (l *segLog) append(frame []byte) (Pos, error) {
 	if l.readOnly {
 		return Pos{}, errors.New("log opened read-only")
 	}
-	if l.end > segHeaderSize && l.end+int64(len(frame)) > SegmentSize {
+	if l.end > segHeaderSize && l.end+int64(len(frame)) > segmentSize {
 		if err := l.create(l.active + 1); err != nil {
 			return Pos{}, err
 		}
@@ -230,6 +237,16 @@ func (l *segLog) append(frame []byte) (Pos, error) {
 		return Pos{}, err
 	}
 	at := Pos{l.active, l.end}
+	if l.fault != nil && len(frame) > 1 {
+		// Crash tests: half the frame is written when "frame" fires.
+		if _, err := f.WriteAt(frame[:len(frame)/2], l.end); err == nil {
+			err = l.fault("frame")
+			if err != nil {
+				_ = f.Truncate(l.end)
+				return Pos{}, fmt.Errorf("append: injected fault: %w", err)
+			}
+		}
+	}
 	n, err := f.WriteAt(frame, l.end)
 	if err == nil && n != len(frame) {
 		err = fmt.Errorf("short write of %d of %d bytes", n, len(frame))

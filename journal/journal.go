@@ -69,7 +69,7 @@ type Journal struct {
 // Stats are running counters, for benchmarks and `reynfs status`.
 type Stats struct {
 	Records      uint64 // records committed
-	Commits      uint64 // Badger write batches flushed
+	Commits      uint64 // frames appended to the log (with their index batches)
 	Syncs        uint64 // log syncs (fdatasync rounds)
 	Checkpoints  uint64 // index checkpoints (db.Sync calls)
 	BlobsWritten uint64 // blobs written by commits
@@ -230,8 +230,10 @@ func (j *Journal) Head() uint64 { return j.head.Load() }
 // assigned survive kill -9.
 func (j *Journal) Durable() uint64 { return j.durable.Load() }
 
-// Objects returns the object store over the same database. Blobs passed to
-// Enqueue are written through it.
+// Objects returns the object store over the segment log and the same
+// database (its index). Blobs passed to Enqueue are written through it,
+// in the commit's frame; its Put and PutBatch append frames of their own
+// through the same writer.
 func (j *Journal) Objects() *cas.Badger { return j.objs }
 
 // DB returns the Badger database for packages that keep their own keys

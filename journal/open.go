@@ -202,10 +202,19 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 			return fail(err)
 		}
 	}
+	if format == 0 && opts.ReadOnly && opts.Damaged && man != nil {
+		if _, err := os.Stat(LogPath(dir)); err == nil {
+			// The index cannot say (a damaged table): salvage from the log.
+			format = storeFormat
+		}
+	}
+	if id == nil && man != nil {
+		id = []byte(man.ID)
+	}
 	var tail map[string][]byte
 	if format == storeFormat {
 		// Read the log's tail past the index, without writing a byte.
-		o, t, err := openLog(db, dir, string(id), true, opts.ReadOnly && opts.Damaged)
+		o, t, err := openLog(db, dir, string(id), true, opts.ReadOnly && opts.Damaged, nil)
 		if o != nil {
 			objs = o
 		}
@@ -259,11 +268,12 @@ func LogPath(dir string) string {
 // (read-only: in memory). Damage wraps ErrCorrupt and names the file and
 // offset; with keepDamaged a read-only open still returns the store and
 // the tail before the damage.
-func openLog(db *badger.DB, dir, id string, readOnly, keepDamaged bool) (*cas.Badger, *cas.Tail, error) {
+func openLog(db *badger.DB, dir, id string, readOnly, keepDamaged bool, fault func(string) error) (*cas.Badger, *cas.Tail, error) {
 	objs, err := cas.OpenLogged(db, LogPath(dir), cas.LogOptions{ID: id, ReadOnly: readOnly, Create: !readOnly})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: store format %d without its log: %s", ErrCorrupt, storeFormat, oneLine(err.Error()))
 	}
+	objs.SetFault(fault)
 	t, err := objs.CatchUp(keepDamaged)
 	if err == nil && t.Damage != nil {
 		err = t.Damage
@@ -346,10 +356,10 @@ func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	if format != storeFormat {
+	if format != 0 && format != storeFormat {
 		opts.Logger.Info().Int("from", format).Int("to", storeFormat).Str("store", dir).Msg("upgrading store format")
 	}
-	objs, _, err := openLog(db, dir, id, false, false)
+	objs, _, err := openLog(db, dir, id, false, false, opts.Fault)
 	if err != nil {
 		_ = db.Close()
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -155,8 +156,35 @@ func runKillChild(t *testing.T, dir, at string) int64 {
 			}
 		}
 	}
+	if at == "catchup" {
+		return 0
+	}
 	t.Fatalf("child printed no size: %q", out)
 	return 0
+}
+
+// TestKillMidFrame: kill -9 with half a frame written: the torn frame is
+// cut on open, the records before it are all there.
+func TestKillMidFrame(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	before := runKillChild(t, dir, "frame")
+	j := openT(t, dir, Options{})
+	checkRecords(t, j, 10)
+	if fi, _ := os.Stat(firstSeg(dir)); fi.Size() != before {
+		t.Fatalf("segment is %d bytes after the cut, want %d", fi.Size(), before)
+	}
+	appendT(t, j, &Record{Op: OpUnlink, Parent: 1, Name: "after"})
+}
+
+// TestKillDuringCatchUp: kill -9 while an open is catching the index up
+// (the log's tail found, the index not yet written): the next open does
+// it again and finds every record.
+func TestKillDuringCatchUp(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	runKillChild(t, dir, "index")
+	runKillChild(t, dir, "catchup")
+	j := openT(t, dir, Options{})
+	checkRecords(t, j, 11)
 }
 
 // TestTornTailCut: the last frame written in part (a crash during the
@@ -229,9 +257,10 @@ func TestKillBetweenFrameAndIndex(t *testing.T) {
 // the process between its frame write and its index write.
 func killChild(at string) {
 	dir := os.Getenv(crashEnv)
-	armed := false
+	var armed atomic.Bool
+	armed.Store(at == "catchup") // dies in Open
 	j, err := Open(dir, Options{Fault: func(op string) error {
-		if armed && op == at {
+		if armed.Load() && op == at {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}
@@ -239,6 +268,10 @@ func killChild(at string) {
 	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kill child:", err)
+		os.Exit(2)
+	}
+	if at == "catchup" {
+		fmt.Fprintln(os.Stderr, "kill child: open did not stop at catch-up")
 		os.Exit(2)
 	}
 	for i := range 10 {
@@ -256,7 +289,7 @@ func killChild(at string) {
 		os.Exit(2)
 	}
 	fmt.Printf("size %d\n", fi.Size())
-	armed = true
+	armed.Store(true)
 	b := blobOf("the last blob")
 	_ = j.Enqueue(&Record{Op: OpCreate, Parent: 1, Ino: 9, Name: "last", Mode: 0o100644}, []cas.Blob{b}).Wait()
 	os.Exit(3)
