@@ -60,7 +60,7 @@ func (t *Tree) Graft(root cas.Hash) error {
 		}
 		for _, c := range d.entries {
 			n := t.nodes[c]
-			n.parents[ino]++
+			n.parents.add(ino)
 			g.touched = append(g.touched, n)
 		}
 	}
@@ -150,15 +150,12 @@ func (g *grafter) update(ino uint64) {
 // unparent drops one link from dir p to n; it reports whether n has no
 // parent left.
 func unparent(n *Node, p uint64) bool {
-	if n.parents[p]--; n.parents[p] <= 0 {
-		delete(n.parents, p)
-	}
-	return len(n.parents) == 0
+	return n.parents.remove(p)
 }
 
 // drop removes n if nothing names it, and then what only it named.
 func (g *grafter) drop(n *Node) {
-	if len(n.parents) > 0 || n.Ino == RootIno || g.t.nodes[n.Ino] != n {
+	if n.parents.len() > 0 || n.Ino == RootIno || g.t.nodes[n.Ino] != n {
 		return
 	}
 	delete(g.t.nodes, n.Ino)
@@ -187,7 +184,7 @@ func linkCount(t *Tree, n *Node) uint32 {
 		return k
 	}
 	k := 0
-	for _, c := range n.parents {
+	for _, c := range n.parents.all() {
 		k += c
 	}
 	return uint32(k)

@@ -22,8 +22,8 @@ var ErrPending = errors.New("tree has unjournaled data")
 func (t *Tree) markDirty(n *Node) {
 	for n != nil && !n.dirty {
 		n.dirty = true
-		if len(n.parents) != 1 {
-			for p := range n.parents {
+		if n.parents.len() != 1 {
+			for p := range n.parents.all() {
 				t.markDirty(t.nodes[p])
 			}
 			return
@@ -150,7 +150,7 @@ func (t *Tree) loadEntries(store cas.Store, n *Node, entries []cas.Entry, base *
 			}
 		}
 		n.entries[e.Name] = e.Ino
-		c.parents[n.Ino]++
+		c.parents.add(n.Ino)
 		if c.IsDir() {
 			n.Nlink++
 		} else if seen {
