@@ -225,7 +225,7 @@ func (t *Tree) isAncestor(a, d uint64) bool {
 
 // parent returns a directory's parent (a directory has exactly one).
 func (n *Node) parent() uint64 {
-	for p := range n.parents {
+	for p := range n.parents.all() {
 		return p
 	}
 	return RootIno
@@ -253,7 +253,7 @@ func (t *Tree) removeEntry(d *Node, name string, n *Node, now int64) {
 // attach adds the entry name -> n to d; n's own link count is the caller's.
 func (t *Tree) attach(d *Node, name string, n *Node, now int64) {
 	d.entries[name] = n.Ino
-	n.parents[d.Ino]++
+	n.parents.add(d.Ino)
 	if n.IsDir() {
 		d.Nlink++
 	}
@@ -265,9 +265,7 @@ func (t *Tree) attach(d *Node, name string, n *Node, now int64) {
 // detach removes the entry name -> n from d; n's own link count is the caller's.
 func (t *Tree) detach(d *Node, name string, n *Node, now int64) {
 	delete(d.entries, name)
-	if n.parents[d.Ino]--; n.parents[d.Ino] <= 0 {
-		delete(n.parents, d.Ino)
-	}
+	n.parents.remove(d.Ino)
 	if n.IsDir() {
 		d.Nlink--
 	}

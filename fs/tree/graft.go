@@ -74,7 +74,7 @@ func (t *Tree) graft(root cas.Hash, diff *[]Change) error {
 			continue
 		}
 		if l.add {
-			n.parents[l.dir]++
+			n.parents.add(l.dir)
 		} else if unparent(n, l.dir) {
 			lost = append(lost, n)
 		}
@@ -184,7 +184,7 @@ func (g *grafter) update(ino uint64) {
 	if wasDir != n.IsDir() {
 		// Not expected (inode numbers are not reused), but then the
 		// parents' counts of subdirectories change.
-		for p := range parents {
+		for p := range parents.all() {
 			g.relinked[p] = true
 		}
 	}
@@ -235,15 +235,12 @@ func (g *grafter) diffEntries(n *Node, old map[string]uint64, oldList, es []cas.
 // unparent drops one link from dir p to n; it reports whether n has no
 // parent left.
 func unparent(n *Node, p uint64) bool {
-	if n.parents[p]--; n.parents[p] <= 0 {
-		delete(n.parents, p)
-	}
-	return len(n.parents) == 0
+	return n.parents.remove(p)
 }
 
 // drop removes n if nothing names it, and then what only it named.
 func (g *grafter) drop(n *Node) {
-	if len(n.parents) > 0 || n.Ino == RootIno || g.t.nodes[n.Ino] != n {
+	if n.parents.len() > 0 || n.Ino == RootIno || g.t.nodes[n.Ino] != n {
 		return
 	}
 	delete(g.t.nodes, n.Ino)
@@ -272,7 +269,7 @@ func linkCount(t *Tree, n *Node) uint32 {
 		return k
 	}
 	k := 0
-	for _, c := range n.parents {
+	for _, c := range n.parents.all() {
 		k += c
 	}
 	return uint32(k)

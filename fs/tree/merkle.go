@@ -34,8 +34,8 @@ func (t *Tree) markDirty(n *Node) {
 func (t *Tree) propagateDirty(n *Node) {
 	for n != nil && !n.dirty {
 		n.dirty = true
-		if len(n.parents) != 1 {
-			for p := range n.parents {
+		if n.parents.len() != 1 {
+			for p := range n.parents.all() {
 				if pn := t.nodes[p]; pn != nil {
 					pn.dirtyKids = append(pn.dirtyKids, n.Ino)
 					t.propagateDirty(pn)
@@ -233,7 +233,7 @@ func (t *Tree) loadEntries(store cas.Store, n *Node, entries []cas.Entry, base *
 			}
 		}
 		n.entries[e.Name] = e.Ino
-		c.parents[n.Ino]++
+		c.parents.add(n.Ino)
 		if c.IsDir() {
 			n.Nlink++
 		} else if seen {

@@ -111,7 +111,7 @@ func (c *restoreCopy) load(h cas.Hash) (*Node, error) {
 			return nil, fmt.Errorf("%s: %w", e.Name, err)
 		}
 		n.entries[e.Name] = child.Ino
-		child.parents[n.Ino]++
+		child.parents.add(n.Ino)
 		if child.IsDir() {
 			n.Nlink++
 		}

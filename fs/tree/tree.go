@@ -120,7 +120,7 @@ func (t *Tree) Check() error {
 			if !ok {
 				return fmt.Errorf("dir %d entry %q names missing inode %d", ino, name, c)
 			}
-			if child.parents[ino] == 0 {
+			if child.parents.count(ino) == 0 {
 				return fmt.Errorf("inode %d does not know parent %d", c, ino)
 			}
 			links[c]++
