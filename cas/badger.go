@@ -3,6 +3,7 @@ package cas
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -39,7 +40,16 @@ func hashOfKey(k []byte) (h Hash, ok bool) {
 type Badger struct {
 	db    *badger.DB
 	cache *cache
+
 	guard guard // spares from a sweep what writers rely on (guard.go)
+
+	// The segment log of a format-2 store (logstore.go); nil for a store
+	// of objects inline in Badger.
+	log    *segLog
+	tail   map[Hash]Loc // read-only opens: objects past the index
+	inline bool         // the index holds 'o' objects (format 1): look there first
+	logged atomic.Int64 // bytes appended since open
+	fault  func(op string) error
 }
 
 var _ Store = (*Badger)(nil)
@@ -61,17 +71,12 @@ func (b *Badger) Get(h Hash) ([]byte, error) {
 		return data, nil
 	}
 	epoch := b.cache.currentEpoch()
-	var data []byte
-	err := b.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(Key(h))
-		if err != nil {
-			return err
-		}
-		data, err = item.ValueCopy(nil)
-		return err
-	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	data, loc, found, inLog, err := b.lookup(h, true)
+	if err == nil && !found {
 		return nil, fmt.Errorf("get %s: %w", h.Short(), ErrNotFound)
+	}
+	if err == nil && inLog {
+		data, err = b.getLogged(h, loc)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", h.Short(), err)
@@ -89,17 +94,11 @@ func (b *Badger) Has(h Hash) (bool, error) {
 	if b.cache.contains(h) {
 		return true, nil
 	}
-	err := b.db.View(func(txn *badger.Txn) error {
-		_, err := txn.Get(Key(h))
-		return err
-	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return false, nil
-	}
+	_, _, found, _, err := b.lookup(h, false)
 	if err != nil {
 		return false, fmt.Errorf("has %s: %w", h.Short(), err)
 	}
-	return true, nil
+	return found, nil
 }
 
 // maxPutAttempts bounds the retries of a Put that lost a race with a
@@ -113,6 +112,12 @@ func (b *Badger) Put(data []byte) (Hash, error) {
 	h := Sum(data)
 	b.guard.note(h)
 	if b.cache.contains(h) {
+		return h, nil
+	}
+	if b.log != nil {
+		if _, _, err := b.Commit(&Frame{Blobs: []Blob{{Hash: h, Data: data}}}); err != nil {
+			return Hash{}, fmt.Errorf("put %s: %w", h.Short(), err)
+		}
 		return h, nil
 	}
 	key := Key(h)
@@ -167,6 +172,11 @@ func (b *Badger) Delete(hashes []Hash) error {
 		if err = wb.Delete(Key(h)); err != nil {
 			break
 		}
+		if b.log != nil {
+			if err = wb.Delete(logKey(h)); err != nil {
+				break
+			}
+		}
 	}
 	if err == nil {
 		err = wb.Flush()
@@ -185,6 +195,12 @@ func (b *Badger) Delete(hashes []Hash) error {
 // the LSM tree, within a few bytes for values in the value log). It stops at
 // the first error fn returns.
 func (b *Badger) Each(fn func(h Hash, size int64) error) error {
+	if b.log != nil {
+		if err := b.eachLogged(fn); err != nil {
+			return fmt.Errorf("list objects: %w", err)
+		}
+		return nil
+	}
 	err := b.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false
@@ -230,6 +246,12 @@ var _ BatchPutter = (*Badger)(nil)
 func (b *Badger) PutBatch(blobs []Blob) error {
 	if err := checkBlobs(blobs); err != nil {
 		return err
+	}
+	if b.log != nil {
+		if _, _, err := b.Commit(&Frame{Blobs: blobs}); err != nil {
+			return fmt.Errorf("put batch of %d: %w", len(blobs), err)
+		}
+		return nil
 	}
 	wb := b.db.NewWriteBatch()
 	defer wb.Cancel()

@@ -55,29 +55,77 @@
 // starts goroutines per call and allocates, which is slow below a few hundred
 // KiB. Changing Sum renames every object; TestSumKnownAnswers pins it.
 //
-// # Badger layout
+// # Segment log and index (store format 2)
 //
-// Objects share the workspace's Badger database with the journal (see
-// journal/doc.go for the other prefixes):
+// Objects live in the workspace's segment log, a directory beside the
+// Badger directory (journal.LogPath: dir + ".log"), and Badger is their
+// index (see journal/doc.go for the other prefixes):
 //
 //	key                          value
-//	'o' (KeyPrefix) + 32-byte h  the object's bytes; Sum(value) == h
+//	'l' (LogPrefix) + 32-byte h  Loc: segment (8 B), offset (8 B), stored
+//	                             length (4 B), raw length (4 B), compression
+//	'o' (KeyPrefix) + 32-byte h  the object's bytes (format 1, read in place)
+//	"m/logpos"                   segment + end offset the index covers
 //
-// The journal opens Badger with a small ValueThreshold, so chunks live in the
-// value log and the LSM tree stays small. Put writes an object only if its key
-// is absent; AddToBatch does the same inside the journal's WriteBatch, so that
-// a record and the blobs it references become durable together. Stats and Each
-// list objects by a key-only iteration; Delete is for the garbage collector.
+// A segment (%016x.seg, opened relative to the directory fd with O_NOFOLLOW)
+// is a 64-byte header (magic "reynfsSG", format 2, segment number, store
+// id, CRC-32C) and then frames. A frame is what one commit writes: a
+// 32-byte header (magic, payload length, first and last seq, CRC-32C of
+// the payload, CRC-32C of the header) and a payload of entries: blobs
+// ('b', hash, compression, raw length, stored length, bytes), then key
+// writes ('s' key value, 'd' key) in the order of the commit. Blobs are
+// zstd-compressed (klauspost/compress, SpeedFastest, one shared encoder)
+// when that saves at least an eighth, else stored raw. The writer
+// appends with pwrite, never through a mapping, so a full disk is ENOSPC;
+// a failed or short write is cut back to the frame's start. It rolls to a
+// new segment (created O_EXCL, header fdatasynced, directory fsynced)
+// when a frame would take the active one past SegmentSize (128 MiB).
+//
+// Commit (the journal's committer, and Put and PutBatch outside it, all
+// under the one writer lock) appends the frame, then writes the index
+// (each new blob's Loc, the frame's key writes, "m/logpos") as one
+// unsynced Badger write batch. Blobs already stored or repeated in the
+// frame are not written again. SyncLog is one fdatasync of the segments
+// written since the last one; Badger is synced by the journal's background
+// checkpoint. CatchUp, on open, scans the log from "m/logpos" and
+// re-applies every complete frame (idempotent), cuts a torn tail, and
+// reports damage (ErrDamaged): see journal/doc.go, "Damage".
+//
+// Get answers from the cache, else looks up 'o' (inline bytes win, so a
+// format-1 object, or one a test corrupts in place, is read from Badger)
+// and then 'l', preads the stored bytes from a kept-open segment file,
+// decompresses, verifies the hash once and caches the result. Each and
+// Stats list both prefixes (sizes as stored on disk), in hash order.
+// Delete drops the index entries; the segment bytes stay until a
+// compactor rewrites the segment.
+//
+// # What a compactor must do
+//
+// Reclaiming space is a later step. A compactor picks a sealed segment
+// (never the active one), and for each blob entry in it whose 'l' entry
+// still points into that segment (the index, not the segment, says what
+// is live) appends the bytes to the active segment as a new frame through
+// Commit's writer lock, pointing the 'l' entry at the copy in the same
+// index batch. Record entries need no copy: the journal's records and
+// meta live in Badger; the log holds them only until the index is
+// durable. Before deleting the old segment it must wait for an index
+// checkpoint (db.Sync) that started after the last re-pointing, and make
+// "m/logpos" lie past the segment, or a catch-up could replay frames
+// whose index writes point into a deleted file. Then unlink the segment
+// and fsync the log directory. A missing segment before "m/logpos" is
+// normal after that; one at or after it is damage. Per-segment live-byte
+// counts (bumped by Commit, dropped by Delete) would let it pick segments
+// without scanning; the index keeps no such counts yet.
 //
 // # Verification on read
 //
-// Get re-hashes every object it reads from the backend and returns an error
+// Get re-hashes every object it reads from disk and returns an error
 // wrapping ErrCorrupt (naming the full hash) instead of bytes that do not
-// match, so damage in the value log never reaches a file. Verified objects are
-// kept in a byte-bounded LRU cache (DefaultCacheBytes), so a hot object costs
-// one hash, not one per read; Has answers from that cache before asking
-// Badger. Deleting evicts, and a read racing a delete cannot re-cache the
-// deleted object.
+// match, so damage in a segment never reaches a file. Verified objects are
+// kept in a byte-bounded LRU cache (DefaultCacheBytes), so a hot object
+// costs one hash, not one per read; Has answers from that cache before
+// asking Badger. Deleting evicts, and a read racing a delete cannot
+// re-cache the deleted object.
 //
 // # A second backend
 //
@@ -85,7 +133,7 @@
 // immutable and named by content, which is what object storage (S3 and
 // compatible) is good at: a second backend maps Key(h) to an object name and
 // needs no coordination beyond "upload the blobs before appending the record
-// that references them", which replaces AddToBatch's single batch. The
+// that references them", which replaces the frame's blobs-first order. The
 // conformance suite in cas/castest is what such a backend must pass; the
 // Badger and Memory stores run it too.
 package cas

@@ -10,32 +10,56 @@ import (
 )
 
 func (f *FS) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	list := f.live.Readdir
-	if isView(in.NodeId) && f.views != nil {
-		if f.viewDenied(&in.InHeader) {
-			return fuse.EACCES
-		}
-		list = f.views.readdir
+	if isView(in.NodeId) && f.views != nil && f.viewDenied(&in.InHeader) {
+		return fuse.EACCES
 	}
-	ents, parent, err := list(in.NodeId)
+	ents, parent, err := f.list(in.NodeId)
 	if err != nil {
 		return f.status("opendir", err)
 	}
-	if in.NodeId == tree.RootIno {
+	fh := f.newHandle(in.NodeId, 0)
+	h := f.handle(fh)
+	h.dir, h.parent, h.listed = ents, parent, true
+	out.Fh = fh
+	if !isView(in.NodeId) {
+		out.OpenFlags = dirOpenFlags
+	}
+	return fuse.OK
+}
+
+// dirOpenFlags let the kernel keep a directory's listing in its page
+// cache across opens (FOPEN_CACHE_DIR, FOPEN_KEEP_CACHE), so ls, find and
+// git status read an unchanged directory without OPENDIR's READDIRPLUS
+// round trips. The kernel drops the cached listing itself when the
+// directory changes through the mount (it bumps the inode's version), and
+// a rewind invalidates every directory it changes. The views' directories
+// are not cached: the lists of generations grow behind the kernel's back.
+const dirOpenFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+
+// list returns a directory's entries and its parent, from the live tree
+// or a view.
+func (f *FS) list(ino uint64) ([]tree.Dirent, uint64, error) {
+	list := f.live.Readdir
+	if isView(ino) && f.views != nil {
+		list = f.views.readdir
+	}
+	ents, parent, err := list(ino)
+	if err == nil && ino == tree.RootIno {
 		// The name is the views' (Lookup answers it so): a live entry of
 		// that name, from a tree stored before the views had it, is not
 		// listed, or the kernel would cache it and the views would vanish.
 		ents = slices.DeleteFunc(ents, func(e tree.Dirent) bool { return e.Name == f.viewName })
 	}
-	fh := f.newHandle(in.NodeId, 0)
-	h := f.handle(fh)
-	h.dir, h.parent = ents, parent
-	out.Fh = fh
-	return fuse.OK
+	return ents, parent, err
 }
 
-// ReadDir serves the snapshot taken at opendir; offset k means "after the
-// k-th entry", with "." and ".." first.
+// ReadDir serves a snapshot of the directory; offset k means "after the
+// k-th entry", with "." and ".." first. The snapshot is taken at opendir
+// and again at each later read from offset 0 (rewinddir, which POSIX says
+// shows the directory as a new opendir would): with the kernel caching
+// listings (dirOpenFlags), a handle opened before a rewind must not fill
+// the emptied cache with the discarded future's entries, so a handle from
+// before a rewind lists again even at its first read.
 func (f *FS) ReadDir(_ <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	return f.readDir(in, out, false)
 }
@@ -48,6 +72,16 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.St
 	h := f.handle(in.Fh)
 	if h == nil {
 		return fuse.EBADF
+	}
+	if in.Offset == 0 {
+		if !h.listed || h.stale() {
+			ents, parent, err := f.list(h.ino)
+			if err != nil {
+				return f.status("readdir", err)
+			}
+			h.dir, h.parent = ents, parent
+		}
+		h.listed = false // the next read from 0 lists again
 	}
 	total := uint64(len(h.dir)) + 2
 	for off := in.Offset; off < total; off++ {

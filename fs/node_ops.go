@@ -95,7 +95,11 @@ func (f *FS) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) f
 		sa.Valid |= tree.SetSize
 		sa.Size = s
 	}
-	st, err := f.live.SetAttr(f.caller(&in.InHeader), in.NodeId, sa)
+	c := f.caller(&in.InHeader)
+	if err := f.killPrivSetAttr(c, in, &sa); err != nil {
+		return f.status("setattr", err)
+	}
+	st, err := f.live.SetAttr(c, in.NodeId, sa)
 	if err != nil {
 		return f.status("setattr", err)
 	}

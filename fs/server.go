@@ -13,6 +13,10 @@ import (
 	"github.com/reynfs/reynfs/fs/tree"
 )
 
+// maxWrite is the largest READ and WRITE request (the kernel's max_pages
+// 256 of 4 KiB pages).
+const maxWrite = 1 << 20
+
 // Options configure a mount.
 type Options struct {
 	Log zerolog.Logger
@@ -86,7 +90,7 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		DirectMount:       os.Geteuid() == 0,
 		DirectMountStrict: os.Geteuid() == 0,
 		DirectMountFlags:  syscall.MS_NOATIME | syscall.MS_NOSUID | syscall.MS_NODEV,
-		MaxWrite:          1 << 20,
+		MaxWrite:          maxWrite,
 		Options:           []string{"default_permissions"},
 		AllowOther:        os.Geteuid() == 0,
 		Debug:             opts.Debug,
@@ -94,8 +98,24 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		// default_permissions); the umask, default-ACL inheritance and
 		// the mode an access ACL implies are ours (tree/acl.go), and
 		// SETXATTR_EXT carries the kernel's "clear setgid" flag.
-		EnableAcl:         true,
-		ExtraCapabilities: fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT,
+		EnableAcl: true,
+		// EXPLICIT_INVAL_DATA: the page cache of a file survives the
+		// attribute refresh after a write (AUTO_INVAL_DATA drops it when
+		// it sees the new mtime, so a file just written is read from the
+		// daemon again). Every write, truncate, fallocate and copy goes
+		// through the kernel, which keeps its pages right itself; only a
+		// swap changes content behind it, and rewind invalidates every
+		// inode it changes (InvalidateInode). The views never change.
+		ExplicitDataCacheControl: true,
+		// CACHE_SYMLINKS: a symlink's target is read once and kept in the
+		// page cache (path walks through node_modules/.bin, toolchains and
+		// git's symlinks cost a READLINK each otherwise). A target never
+		// changes under one inode but by a swap, which invalidates it.
+		EnableSymlinkCaching: true,
+		// HANDLE_KILLPRIV_V2: clearing suid/sgid and security.capability
+		// on write, truncate and chown is ours (killpriv.go), so the
+		// kernel stops asking GETXATTR before every write.
+		ExtraCapabilities: fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT | fuse.CAP_HANDLE_KILLPRIV_V2,
 	}
 	srv, err := fuse.NewServer(f, mountpoint, mo)
 	if err != nil {
@@ -111,6 +131,7 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		_ = srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	f.raiseReadahead(readaheadKB)
 	return f, nil
 }
 

@@ -65,70 +65,42 @@ func (j *Journal) commitLoop() {
 	}
 }
 
-// commit writes one batch: blobs first, then records (and the reset index)
-// and meta writes in queue order, then "m/seq". Badger splits a batch that
-// is too big for one transaction into several, committed in order, so a
-// record never becomes durable before the blobs ahead of it (invariant 1).
+// commit writes one batch as one frame of the log: blobs first (cas skips
+// stored ones and repeats), then records (and the reset index) and meta
+// writes in queue order, then "m/seq"; then the same writes go to the
+// Badger index in one unsynced write batch (cas.Badger.Commit). The frame
+// is checksummed as a whole, so after a crash it is all there or cut off:
+// a record is never durable without the blobs ahead of it (invariant 1).
 func (j *Journal) commit(b *batch) error {
 	if err := j.injected("commit"); err != nil {
 		return err
 	}
-	wb := j.db.NewWriteBatch()
-	defer wb.Cancel()
-
-	var seen map[cas.Hash]struct{}
-	if b.blobs > 1 {
-		seen = make(map[cas.Hash]struct{}, b.blobs)
+	f := &cas.Frame{Last: b.maxSeq}
+	if b.blobs > 0 {
+		f.Blobs = make([]cas.Blob, 0, b.blobs)
 	}
-	var written, deduped, records uint64
+	var records, resets uint64
 	for _, it := range b.items {
-		for _, bl := range it.blobs {
-			if _, dup := seen[bl.Hash]; dup {
-				deduped++
-				continue
-			}
-			if seen != nil {
-				seen[bl.Hash] = struct{}{}
-			}
-			w, err := j.objs.AddToBatch(wb, bl)
-			if err != nil {
-				return fmt.Errorf("blob %s: %w", bl.Hash.Short(), err)
-			}
-			if w {
-				written++
-			} else {
-				deduped++
-			}
-		}
-	}
-	for _, it := range b.items {
-		var err error
+		f.Blobs = append(f.Blobs, it.blobs...)
 		switch {
 		case it.key == nil:
 			records++
-			err = wb.Set(seqKey(prefixRecord, it.seq), it.val)
-			if err == nil && it.reset {
-				err = wb.Set(seqKey(prefixReset, it.seq), it.val)
+			if f.First == 0 {
+				f.First = it.seq
+			}
+			f.Ops = append(f.Ops, cas.Op{Key: seqKey(prefixRecord, it.seq), Val: it.val})
+			if it.reset {
+				resets++
+				f.Ops = append(f.Ops, cas.Op{Key: seqKey(prefixReset, it.seq), Val: it.val})
 			}
 		case it.val == nil:
-			err = wb.Delete(it.key)
+			f.Ops = append(f.Ops, cas.Op{Key: it.key, Del: true})
 		default:
-			err = wb.Set(it.key, it.val)
-		}
-		if err != nil {
-			return err
+			f.Ops = append(f.Ops, cas.Op{Key: it.key, Val: it.val})
 		}
 	}
 	if b.maxSeq > 0 {
-		if err := wb.Set(keySeq, uint64Bytes(b.maxSeq)); err != nil {
-			return err
-		}
-	}
-	var resets int
-	for _, it := range b.items {
-		if it.reset {
-			resets++
-		}
+		f.Ops = append(f.Ops, cas.Op{Key: keySeq, Val: uint64Bytes(b.maxSeq)})
 	}
 	if resets > 0 {
 		// ResetCount must not count this batch's resets once in its scan
@@ -136,16 +108,18 @@ func (j *Journal) commit(b *batch) error {
 		j.resetMu.Lock()
 		defer j.resetMu.Unlock()
 	}
-	if err := wb.Flush(); err != nil {
+	written, deduped, err := j.objs.Commit(f)
+	if err != nil {
 		return err
 	}
 	if resets > 0 && j.resetKnown {
-		j.resetCount += resets
+		j.resetCount += int(resets)
 	}
+	j.ckpt.note()
 	j.stats.commits.Add(1)
 	j.stats.records.Add(records)
-	j.stats.blobsWritten.Add(written)
-	j.stats.blobsDeduped.Add(deduped)
+	j.stats.blobsWritten.Add(uint64(written))
+	j.stats.blobsDeduped.Add(uint64(deduped))
 	for {
 		m := j.stats.maxBatch.Load()
 		if records <= m || j.stats.maxBatch.CompareAndSwap(m, records) {
@@ -165,7 +139,7 @@ func (j *Journal) injected(op string) error {
 	return nil
 }
 
-// syncer shares db.Sync calls: one caller runs it while the others wait,
+// syncer shares log syncs: one caller runs it while the others wait,
 // and a sync covers every item committed before it started.
 type syncer struct {
 	mu      sync.Mutex
@@ -175,8 +149,10 @@ type syncer struct {
 }
 
 // Sync returns once everything enqueued before the call is committed and a
-// db.Sync that started after that commit has finished: from then on it
-// survives a power cut. Concurrent callers share db.Sync calls. A failed
+// log sync (fdatasync of the segments written, one device flush) that
+// started after that commit has finished: from then on it survives a
+// power cut. Concurrent callers share syncs. Badger, the index, is not
+// synced here: the log holds everything it would need (checkpoint.go). A failed
 // sync fails the journal (ErrFailed): after fsync reports an error the page
 // cache can no longer be trusted to hold what it dropped.
 func (j *Journal) Sync() error {
@@ -244,7 +220,7 @@ func (j *Journal) dbSync() error {
 		return err
 	}
 	j.stats.syncs.Add(1)
-	return j.db.Sync()
+	return j.objs.SyncLog()
 }
 
 // fail makes the journal failed (if it is not already) and returns the

@@ -138,57 +138,6 @@ func TestReadOnlyOpenAfterCrash(t *testing.T) {
 	checkAfterCrash(t, dir, synced)
 }
 
-// TestDamagedLogRefused flips bytes inside the newest value log of a
-// crashed store: a writable open would cut the log there and drop every
-// value after it; Open refuses without writing, and a read-only open with
-// Damaged reports it.
-func TestDamagedLogRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("re-executes the test binary")
-	}
-	dir := t.TempDir()
-	runAndKill(t, dir, 30)
-	var vlog string
-	scans, err := scanLogs(dir)
-	if err != nil {
-		t.Fatalf("a crashed store scans as damaged: %v", err)
-	}
-	for _, s := range scans {
-		if strings.HasSuffix(s.Path, ".vlog") && s.End > 1<<20 {
-			vlog = s.Path
-		}
-	}
-	if vlog == "" {
-		t.Fatalf("no value log with data among %+v", scans)
-	}
-	f, err := os.OpenFile(vlog, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{0xde, 0xad, 0xbe, 0xef}, 300_000); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	sums := storeSums(t, dir)
-	for _, ro := range []bool{false, true} {
-		_, err := Open(dir, Options{ReadOnly: ro})
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), filepath.Base(vlog)) {
-			t.Fatalf("read-only %v: open of a damaged store = %v, want ErrCorrupt naming %s", ro, err, filepath.Base(vlog))
-		}
-	}
-	j, err := Open(dir, Options{ReadOnly: true, Damaged: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(j.Damage()) == 0 {
-		t.Fatal("Damage is empty")
-	}
-	j.Close()
-	if !sameSums(sums, storeSums(t, dir)) {
-		t.Fatal("opening a damaged store changed its files")
-	}
-}
-
 func storeSums(t *testing.T, dir string) map[string][32]byte {
 	t.Helper()
 	out := map[string][32]byte{}

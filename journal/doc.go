@@ -4,19 +4,27 @@
 //
 // # Store
 //
-// One Badger v4 database per workspace holds everything; Open opens it and
-// hands the same *badger.DB to cas (Objects) and to packages that keep
-// their own keys (DB). The key layout, by first byte:
+// A store is three siblings: the Badger directory dir, the segment log
+// dir + ".log" (LogPath) and the manifest dir + ".manifest"
+// (ManifestPath). The log is the journal: every commit appends one frame
+// holding the blobs it introduces and every key write it makes (cas/doc.go
+// has the frame format). Badger is the index of the log and of everything
+// else, and may lag it: Open brings it up to date from the log's tail.
+// Open hands the same *badger.DB to cas (Objects, over the log) and to
+// packages that keep their own keys (DB). The key layout, by first byte:
 //
 //	key                     value                              owner
 //	----------------------  ---------------------------------  -------------
 //	'j' + seq (8 B, BE)     encoded Record                     journal
 //	'r' + seq (8 B, BE)     encoded OpReset Record (index)     journal
-//	"m/format"              store format version, decimal "1"  journal
+//	"m/format"              store format version, decimal "2"  journal
 //	"m/seq"                 highest seq committed (8 B, BE)    journal
 //	"m/k/" + name           daemon bookkeeping (Get/SetMeta)   journal
 //	"m/id"                  random store id (hex)              journal
-//	'o' + hash (32 B)       object bytes                       cas
+//	"m/floor"               first retained seq (8 B, BE)       journal
+//	"m/logpos"              log position the index covers      cas
+//	'l' + hash (32 B)       object location in the log         cas
+//	'o' + hash (32 B)       object bytes (format 1)            cas
 //	'n' + name              seq + time (8 B + 8 B, BE)         rewind (branch names)
 //	'p' + seq (8 B, BE)     empty (restore record index)       rewind
 //	"!badger!..."           Badger's own                       Badger
@@ -28,13 +36,20 @@
 // max("m/seq", last 'j' key) + 1, and a seq is never reissued. Every other
 // prefix letter is free for other packages; claim it here first.
 //
+// Format 2 (this one) has the log; format 1 kept objects inline under 'o'
+// and had no log. A read-only open reads a format-1 store as it is; the
+// first writable open upgrades it: it makes the log and its first
+// segment, then writes "m/format" 2 (a crash in between leaves format 1,
+// upgraded again next time), and the old objects stay readable in place.
+// The format-1 code refuses a format-2 store (ErrFormat).
+//
 // Open refuses a store of another format version (ErrFormat), a directory
 // that is not a reynfs store or a damaged one (ErrCorrupt) and a store
 // another process holds (ErrLocked, Badger's directory flock). Badger runs
 // with small memory (32 MiB memtables x3, 32 MiB block cache, 16 MiB index
 // cache, 128 MiB value-log files, 2 compactors) so the daemon stays under
-// 300 MiB RSS, and with a 1 KiB value threshold: records and small objects
-// live in the LSM tree, file chunks in the value log.
+// 300 MiB RSS, and with a 1 KiB value threshold: records and index entries
+// live in the LSM tree.
 //
 // # Encoding
 //
@@ -56,36 +71,55 @@
 // Enqueue assigns the next seq under the journal's mutex, encodes the
 // record and queues it with its blobs; it does not wait for I/O unless
 // more than 32 MiB is queued (backpressure). One committer goroutine takes
-// everything queued and writes it as one Badger WriteBatch: the blobs first
-// (through cas, which skips stored ones; duplicates within the batch are
-// dropped), then the records, the reset index and meta writes in queue
-// order, then "m/seq". When Flush returns, every Pending of the batch is
-// woken: concurrent writers share one commit. Badger splits a batch too
-// big for one transaction into several committed in order, and replays its
-// write-ahead log as a prefix after a crash, so a record is never durable
-// before the blobs ahead of it (invariant 1). A commit or sync error fails
-// the journal for good: every later Enqueue, Wait, Sync and SetMeta returns
-// an error wrapping ErrFailed, which the file system answers with EIO.
+// everything queued and writes it as one frame of the log: the blobs first
+// (stored ones and duplicates within the batch are skipped, the rest
+// compressed where it pays), then the records, the reset index and meta
+// writes in queue order, then "m/seq" (commit.go, cas.Badger.Commit). The
+// frame is checksummed whole, so after a crash it is there entirely or
+// cut off: a record is never durable without the blobs ahead of it
+// (invariant 1). Then the same writes, with each new blob's location and
+// "m/logpos", go to Badger as one write batch, not synced. When that
+// returns, every Pending of the batch is woken: concurrent writers share
+// one commit. cas.Put and PutBatch (import, rewind.StoreBlobs) append
+// their own frames under the same writer lock. A commit or sync error
+// fails the journal for good: every later Enqueue, Wait, Sync and SetMeta
+// returns an error wrapping ErrFailed, which the file system answers with
+// EIO.
 //
 // # Full disks
 //
 // Badger writes its value log and WAL through mappings of sparse files, so
 // a store into a page without a block on a full disk is SIGBUS. The
-// committer fallocates what each batch can reach before Badger sees it,
-// and Admit refuses ordinary writes (ErrNoSpace, ENOSPC) while free space
-// is below what is queued plus a reserve that generation cuts, rewinds,
-// unmounts, gc and Badger's own table writes use. See space.go.
+// committer fallocates what each batch can reach in them before Badger
+// sees it (the index entries). The log itself is written with pwrite and
+// needs no preallocation: a full disk is a clean ENOSPC there, and the
+// frame is cut back. The frame's bytes count in the committer's
+// free-space check and, as queued bytes, in Admit, which refuses ordinary
+// writes (ErrNoSpace, ENOSPC) while free space is below what is queued
+// plus a reserve that generation cuts, rewinds, unmounts, gc and Badger's
+// own table writes use. See space.go.
 //
 // # Durability
 //
-// Badger runs with SyncWrites=false. A committed record (Pending.Wait has
-// returned) is in Badger's memory-mapped logs and survives kill -9 of the
-// daemon. Sync runs db.Sync() after everything enqueued before it has
-// committed; callers share db.Sync calls, and a sync that started after a
-// commit covers it. db.Sync runs on every FUSE fsync/fdatasync (through
-// Sync), on every generation cut and after every reset record (rewind/
-// calls Sync), on SetMeta and on Close. A power loss keeps everything
-// committed before the last completed Sync and may lose what came after.
+// A committed record (Pending.Wait has returned) is in the log, written
+// with pwrite into the page cache, and survives kill -9 of the daemon.
+// Sync runs one fdatasync of the segments written since the last sync
+// (normally one file: one device flush, where Badger's SyncWrites=false
+// logs cost two) after everything enqueued before it has committed;
+// callers share syncs, and a sync that started after a commit covers it.
+// Sync runs on every FUSE fsync/fdatasync, on every generation cut and
+// after every reset record (rewind/ calls Sync), on SetMeta and on Close.
+// A power loss keeps everything committed before the last completed Sync
+// and may lose what came after.
+//
+// Badger, the index, is not synced on that path. A background checkpoint
+// (checkpoint.go) runs db.Sync every second, after 64 MiB of log and at
+// Close; what a power cut takes from Badger's unsynced writes is rebuilt
+// from the log on the next open, so nothing may rely on the index being
+// durable before a checkpoint that started after the index write. Keys
+// other packages write straight into Badger (rewind's branch names and
+// indexes) are durable against a power cut only after such a checkpoint
+// (or their own db.Sync); kill -9 keeps them, as before.
 //
 // # Damage
 //
@@ -99,18 +133,17 @@
 //
 //   - The store manifest, a small file beside the Badger directory
 //     (ManifestPath: dir + ".manifest"), holds the format version, the
-//     store id (also under "m/id" in Badger), the highest synced seq and
-//     the seq of the newest synced generation, in two checksummed slots
-//     (manifest.go). After every db.Sync a writer goroutine writes the
-//     older slot in place and fdatasyncs it (a torn slot fails its
-//     checksum and the other still holds the previous marks; read with
-//     O_NOFOLLOW): at once, and before
-//     Sync returns, when a generation became durable; at most every
-//     100 ms when only the durable seq moved, so FUSE fsyncs do not pay
-//     for its fsyncs. It only ever claims what a completed sync made
-//     durable, so a power cut never makes it lie; it may lag by that
-//     interval, and a loss of only the last such interval of synced
-//     records is not detected.
+//     store id (also under "m/id" in Badger and in every segment header),
+//     the highest synced seq and the seq of the newest synced generation,
+//     in two checksummed slots (manifest.go). After every log sync a
+//     writer goroutine writes the older slot in place and fdatasyncs it (a
+//     torn slot fails its checksum and the other still holds the previous
+//     marks; read with O_NOFOLLOW): at once, and before Sync returns, when
+//     a generation became durable; at most every 100 ms when only the
+//     durable seq moved, so FUSE fsyncs do not pay for its fsyncs. It only
+//     ever claims what a completed log fdatasync made durable, so a power
+//     cut never makes it lie; it may lag by that interval, and a loss of
+//     only the last such interval of synced records is not detected.
 //   - Before Badger touches an existing store, scanLogs replays each WAL
 //     and the newest value log as Badger would and refuses (ErrCorrupt,
 //     naming the file and offset) when a whole entry lies past the point
@@ -121,16 +154,43 @@
 //   - Then a read-only open through a shadow directory (readonly.go:
 //     symlinks to the store's files, and copies of the replayable part of
 //     each WAL, the store directory flocked shared) checks the format and
-//     the manifest: a journal that ends before the durable seq, lacks the
-//     durable generation record, or belongs to another store id is
-//     refused with ErrCorrupt and a message naming what is missing. A
-//     manifest with history beside an empty or missing Badger directory
-//     is refused the same way, never opened as a new store.
-//   - Only a store that passed all of this is opened writable. Badger
-//     panics during an open become ErrCorrupt.
+//     catches up with the log in memory: it scans the segments from
+//     "m/logpos" to the end. A complete frame (both checksums good) is
+//     applied to an in-memory tail. The last frame of the last segment
+//     incomplete or failing its checksum, with no intact frame after it,
+//     is a torn tail (a crash during the write, or a power cut before its
+//     sync): it is left out, and a writable open cuts it (ftruncate,
+//     fsync), as it removes a last segment whose creation was torn. A bad
+//     frame followed by an intact one, a bad frame before the last
+//     segment, a missing segment, a segment of another store id or a log
+//     shorter than "m/logpos" is damage: ErrCorrupt naming the file and
+//     offset, never truncated. Then the manifest: a journal (index plus
+//     tail) that ends before the durable seq, lacks the durable generation
+//     record, or belongs to another store id is refused with ErrCorrupt
+//     and a message naming what is missing. A manifest with history beside
+//     an empty or missing Badger directory, or a format-2 store without
+//     its log, is refused the same way, never opened as a new store.
+//   - Only a store that passed all of this is opened writable; it then
+//     re-applies the tail to Badger in one batch with "m/logpos" last
+//     (idempotent, so a crash during catch-up only means doing it again)
+//     and syncs Badger. Badger panics during an open become ErrCorrupt.
 //
-// Options.ReadOnly keeps the shadow open as the journal: look-only
-// commands read a store, crashed or not, without writing a byte of it.
-// Options.Damaged (with ReadOnly) opens a store the checks refuse, for
-// fsck and salvage, and Damage lists what they found.
+// What a crash can leave, and what Open does with it:
+//
+//   - kill -9 between a frame and its index write: the frame is complete
+//     in the page cache; catch-up indexes it (TestKillBetweenFrameAndIndex).
+//   - kill -9 or a power cut during a frame write: a torn tail, cut
+//     (TestTornTailCut); it was never acknowledged as synced.
+//   - a power cut after the last log sync: unsynced frames may be torn or
+//     missing (cut, or nothing to do); Badger may have lost index writes
+//     since its last checkpoint, and catch-up replays them from the log.
+//   - a power cut that lost synced log data (a lying disk): the journal
+//     ends before the manifest's durable seq: refused as lost history.
+//
+// Options.ReadOnly keeps the shadow open as the journal, with the tail
+// read over Badger (records, resets, meta, and objects through cas):
+// look-only commands read a store, crashed or not, without writing a byte
+// of it. Options.Damaged (with ReadOnly) opens a store the checks refuse,
+// for fsck and salvage, with the log read up to the damage; Damage lists
+// what they found.
 package journal

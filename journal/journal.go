@@ -42,6 +42,14 @@ type Journal struct {
 	closeMu sync.RWMutex
 	closed  bool
 
+	// The index checkpoint (checkpoint.go): Badger is synced in the
+	// background, not on the fsync path.
+	ckpt checkpointer
+
+	// tail: read-only opens, the index writes of the log's frames past
+	// what Badger holds (nil value: deleted), read over Badger.
+	tail map[string][]byte
+
 	// Durable marks and read-only opens (manifest.go, readonly.go).
 	readOnly bool
 	shadow   *shadow
@@ -61,15 +69,16 @@ type Journal struct {
 // Stats are running counters, for benchmarks and `reynfs status`.
 type Stats struct {
 	Records      uint64 // records committed
-	Commits      uint64 // Badger write batches flushed
-	Syncs        uint64 // db.Sync calls
+	Commits      uint64 // frames appended to the log (with their index batches)
+	Syncs        uint64 // log syncs (fdatasync rounds)
+	Checkpoints  uint64 // index checkpoints (db.Sync calls)
 	BlobsWritten uint64 // blobs written by commits
 	BlobsDeduped uint64 // blobs skipped: already stored or twice in a batch
 	MaxBatch     uint64 // most records in one commit
 }
 
 type counters struct {
-	records, commits, syncs, blobsWritten, blobsDeduped, maxBatch atomic.Uint64
+	records, commits, syncs, checkpoints, blobsWritten, blobsDeduped, maxBatch atomic.Uint64
 }
 
 // batch is what one commit writes. Every Pending in it shares its done
@@ -105,7 +114,7 @@ type Pending struct {
 // Seq is the seq Enqueue assigned (0 if the record was refused).
 func (p *Pending) Seq() uint64 { return p.seq }
 
-// Wait returns once the record and its blobs are committed to Badger: they
+// Wait returns once the record and its blobs are committed to the log: they
 // survive kill -9 of the process, not a power cut (see Sync). The error
 // wraps ErrFailed if the commit failed, ErrInvalid or ErrClosed if the
 // record was refused.
@@ -121,16 +130,20 @@ func (p *Pending) Wait() error {
 	return p.b.err
 }
 
-func start(db *badger.DB, next uint64, opts Options) *Journal {
+// start starts the committer over db and objs (the object store over the
+// same database, with the segment log unless the store is read-only
+// format 1).
+func start(db *badger.DB, objs *cas.Badger, next uint64, opts Options) *Journal {
 	j := &Journal{
 		db:    db,
-		objs:  cas.NewBadger(db),
+		objs:  objs,
 		log:   opts.Logger,
 		fault: opts.Fault,
 		cur:   newBatch(),
 		next:  next,
 		done:  make(chan struct{}),
 	}
+	objs.SetFault(opts.Fault)
 	j.work = sync.NewCond(&j.mu)
 	j.progress = sync.NewCond(&j.mu)
 	j.syncer.cond = sync.NewCond(&j.syncer.mu)
@@ -140,6 +153,9 @@ func start(db *badger.DB, next uint64, opts Options) *Journal {
 	j.head.Store(next - 1)
 	j.durable.Store(next - 1)
 	go j.commitLoop()
+	if objs.Logged() && !opts.ReadOnly {
+		j.ckpt.start(j)
+	}
 	return j
 }
 
@@ -214,8 +230,10 @@ func (j *Journal) Head() uint64 { return j.head.Load() }
 // assigned survive kill -9.
 func (j *Journal) Durable() uint64 { return j.durable.Load() }
 
-// Objects returns the object store over the same database. Blobs passed to
-// Enqueue are written through it.
+// Objects returns the object store over the segment log and the same
+// database (its index). Blobs passed to Enqueue are written through it,
+// in the commit's frame; its Put and PutBatch append frames of their own
+// through the same writer.
 func (j *Journal) Objects() *cas.Badger { return j.objs }
 
 // DB returns the Badger database for packages that keep their own keys
@@ -244,6 +262,7 @@ func (j *Journal) Stats() Stats {
 		Records:      j.stats.records.Load(),
 		Commits:      j.stats.commits.Load(),
 		Syncs:        j.stats.syncs.Load(),
+		Checkpoints:  j.stats.checkpoints.Load(),
 		BlobsWritten: j.stats.blobsWritten.Load(),
 		BlobsDeduped: j.stats.blobsDeduped.Load(),
 		MaxBatch:     j.stats.maxBatch.Load(),
@@ -271,6 +290,7 @@ func (j *Journal) Close() error {
 	if failed == nil {
 		syncErr = j.Sync()
 	}
+	ckptErr := j.ckpt.stop() // the final index checkpoint
 	j.closeMu.Lock()
 	defer j.closeMu.Unlock()
 	j.closed = true
@@ -278,6 +298,9 @@ func (j *Journal) Close() error {
 		j.space.close()
 	}
 	closeErr := j.db.Close()
+	if err := j.objs.CloseLog(); err != nil && closeErr == nil {
+		closeErr = err
+	}
 	if j.shadow != nil {
 		j.shadow.close()
 	}
@@ -289,6 +312,8 @@ func (j *Journal) Close() error {
 		return fmt.Errorf("close: %w", failed)
 	case syncErr != nil:
 		return fmt.Errorf("close: %w", syncErr)
+	case ckptErr != nil:
+		return fmt.Errorf("close: %w", ckptErr)
 	case closeErr != nil:
 		return fmt.Errorf("close: %w", closeErr)
 	}

@@ -20,7 +20,7 @@ var (
 )
 
 // storeFormat is the store format this reynfs reads and writes.
-const storeFormat = 1
+const storeFormat = 2
 
 // StoreFormat is storeFormat for those who report it ('reynfs version'):
 // a store of another format is refused with ErrFormat.

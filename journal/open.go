@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/cas"
 )
 
 // Options configure Open. The zero value is valid: no logging, no faults.
@@ -17,7 +20,8 @@ type Options struct {
 	// Logger receives Badger's warnings and errors and the journal's own.
 	Logger zerolog.Logger
 	// Fault, when set, is called at each named operation ("commit",
-	// "sync") before it runs; a non-nil result makes that operation fail
+	// "index": between a commit's frame and its index write, "sync")
+	// before it runs; a non-nil result makes that operation fail
 	// with it. For fault-injection tests only.
 	Fault func(op string) error
 	// ReadOnly opens an existing store for reading only: nothing in its
@@ -154,12 +158,28 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		sh.close()
 		return nil, nil, fmt.Errorf("read-only open: %w", err)
 	}
+	var objs *cas.Badger
 	fail := func(err error) ([]string, *Journal, error) {
+		if objs != nil {
+			_ = objs.CloseLog()
+		}
 		_ = db.Close()
 		sh.close()
 		return nil, nil, err
 	}
-	var next uint64
+	corrupt := func(err error) error {
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrFormat) { // Badger could not read what it listed
+			err = fmt.Errorf("%w: %s", ErrCorrupt, oneLine(err.Error()))
+		}
+		if !errors.Is(err, ErrFormat) {
+			if _, terr := checkTables(dir, true); terr != nil {
+				err = terr // a damaged block hides keys: name the table, not the symptom
+			}
+		}
+		return err
+	}
+	var format int
+	var id []byte
 	err = db.View(func(txn *badger.Txn) error {
 		v, err := getValue(txn, keyFormat)
 		if err != nil {
@@ -168,49 +188,117 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		if v == nil {
 			return fmt.Errorf("%w: no %s key: not a reynfs store", ErrCorrupt, keyFormat)
 		}
-		if err := checkFormat(v); err != nil {
+		if format, err = checkFormat(v); err != nil {
 			return err
 		}
-		high, err := highestSeq(txn)
-		next = high + 1
-		if err != nil {
-			return err
-		}
-		return checkMarks(txn, man, high)
+		id, err = getValue(txn, keyID)
+		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrFormat) {
+		if err = corrupt(err); errors.Is(err, ErrFormat) {
 			return fail(err)
-		}
-		if !errors.Is(err, ErrCorrupt) { // Badger could not read what it listed
-			err = fmt.Errorf("%w: %s", ErrCorrupt, oneLine(err.Error()))
-		}
-		if _, terr := checkTables(dir, true); terr != nil {
-			err = terr // a damaged block hides keys: name the table, not the symptom
 		}
 		if err := note(err); err != nil {
 			return fail(err)
 		}
 	}
+	if format == 0 && opts.ReadOnly && opts.Damaged && man != nil {
+		if _, err := os.Stat(LogPath(dir)); err == nil {
+			// The index cannot say (a damaged table): salvage from the log.
+			format = storeFormat
+		}
+	}
+	if id == nil && man != nil {
+		id = []byte(man.ID)
+	}
+	var tail map[string][]byte
+	if format == storeFormat {
+		// Read the log's tail past the index, without writing a byte.
+		o, t, err := openLog(db, dir, string(id), true, opts.ReadOnly && opts.Damaged, nil)
+		if o != nil {
+			objs = o
+		}
+		if t != nil {
+			tail = t.KV
+		}
+		if err != nil {
+			if err := note(err); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if objs == nil {
+		objs = cas.NewBadger(db)
+	}
+	var next uint64
+	err = db.View(func(txn *badger.Txn) error {
+		r := reader{txn, tail}
+		high, err := r.highestSeq()
+		next = high + 1
+		if err != nil {
+			return err
+		}
+		return checkMarks(r, man, high)
+	})
+	if err != nil {
+		if err := note(corrupt(err)); err != nil {
+			return fail(err)
+		}
+	}
 	if !opts.ReadOnly {
+		_ = objs.CloseLog()
 		_ = db.Close()
 		sh.close()
 		return damage, nil, nil
 	}
-	j := start(db, next, opts)
+	j := start(db, objs, next, opts)
 	j.readOnly = true
 	j.shadow = sh
+	j.tail = tail
 	return damage, j, nil
+}
+
+// LogPath is the segment log of the store in dir: a sibling directory
+// (dir + ".log") holding the segments (see doc.go, "Store").
+func LogPath(dir string) string {
+	return filepath.Clean(dir) + ".log"
+}
+
+// openLog opens the segment log over db and brings the index up to it
+// (read-only: in memory). Damage wraps ErrCorrupt and names the file and
+// offset; with keepDamaged a read-only open still returns the store and
+// the tail before the damage.
+func openLog(db *badger.DB, dir, id string, readOnly, keepDamaged bool, fault func(string) error) (*cas.Badger, *cas.Tail, error) {
+	objs, err := cas.OpenLogged(db, LogPath(dir), cas.LogOptions{ID: id, ReadOnly: readOnly, Create: !readOnly})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: store format %d without its log: %s", ErrCorrupt, storeFormat, oneLine(err.Error()))
+	}
+	objs.SetFault(fault)
+	t, err := objs.CatchUp(keepDamaged)
+	if err == nil && t.Damage != nil {
+		err = t.Damage
+	}
+	if err != nil {
+		if errors.Is(err, cas.ErrDamaged) {
+			err = fmt.Errorf("%w: %s", ErrCorrupt, strings.TrimPrefix(oneLine(err.Error()), cas.ErrDamaged.Error()+": "))
+		}
+		if !keepDamaged || t == nil {
+			_ = objs.CloseLog()
+			return nil, nil, err
+		}
+		return objs, t, err
+	}
+	return objs, t, nil
 }
 
 // checkMarks compares Badger's journal with the manifest: it must reach
 // the durable seq, hold the durable generation record (unless gc dropped
 // it), and be the store the manifest names.
-func checkMarks(txn *badger.Txn, man *Manifest, high uint64) error {
+func checkMarks(r reader, man *Manifest, high uint64) error {
 	if man == nil {
 		return nil
 	}
-	id, err := getValue(txn, keyID)
+	id, err := r.get(keyID)
 	if err != nil {
 		return err
 	}
@@ -225,7 +313,7 @@ func checkMarks(txn *badger.Txn, man *Manifest, high uint64) error {
 		return nil
 	}
 	floor := uint64(1)
-	if v, err := getValue(txn, keyFloor); err != nil {
+	if v, err := r.get(keyFloor); err != nil {
 		return err
 	} else if v != nil {
 		if floor, err = parseUint64(v); err != nil {
@@ -235,7 +323,7 @@ func checkMarks(txn *badger.Txn, man *Manifest, high uint64) error {
 	if man.Gen < floor {
 		return nil
 	}
-	v, err := getValue(txn, seqKey(prefixRecord, man.Gen))
+	v, err := r.get(seqKey(prefixRecord, man.Gen))
 	if err != nil {
 		return fmt.Errorf("%w: generation record at seq %d unreadable: %v", ErrCorrupt, man.Gen, err)
 	}
@@ -255,26 +343,61 @@ func genNote(m *Manifest) string {
 	return fmt.Sprintf(" (newest generation at seq %d)", m.Gen)
 }
 
-// openWritable opens Badger writable, writes the format version and the
-// store id if they are new, and creates the manifest if there is none.
+// openWritable opens Badger writable, upgrades a format-1 store or sets
+// up a new one (format version, store id, the log), brings the index up
+// to the log and creates the manifest if there is none.
 func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
 	db, err := openBadger(badgerOptions(dir, opts.Logger))
 	if err != nil {
 		return nil, err
 	}
-	next, id, err := initStore(db, man)
+	format, id, err := initStore(db, man)
 	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if format != 0 && format != storeFormat {
+		opts.Logger.Info().Int("from", format).Int("to", storeFormat).Str("store", dir).Msg("upgrading store format")
+	}
+	objs, _, err := openLog(db, dir, id, false, false, opts.Fault)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	var next uint64
+	err = db.Update(func(txn *badger.Txn) error {
+		if format != storeFormat {
+			// Only now that the log exists: a format-2 store always has one.
+			if err := txn.Set(keyFormat, formatBytes(storeFormat)); err != nil {
+				return err
+			}
+		}
+		r := reader{txn: txn}
+		high, err := r.highestSeq()
+		if err != nil {
+			return err
+		}
+		next = high + 1
+		return checkMarks(r, man, high) // the store changed between verify and this open
+	})
+	if err == nil {
+		err = db.Sync()
+	}
+	if err != nil {
+		_ = objs.CloseLog()
 		_ = db.Close()
 		return nil, err
 	}
 	if man == nil {
 		man = &Manifest{Format: storeFormat, ID: id, Durable: next - 1}
 		if err := writeManifest(ManifestPath(dir), man); err != nil {
+			_ = objs.CloseLog()
 			_ = db.Close()
 			return nil, err
 		}
 	}
-	j := start(db, next, opts)
+	man.Format = storeFormat
+	j := start(db, objs, next, opts)
 	j.marks = newMarks(ManifestPath(dir), *man, opts.Logger)
 	return j, nil
 }
@@ -294,16 +417,18 @@ func openBadger(o badger.Options) (db *badger.DB, err error) {
 	return db, nil
 }
 
-// checkFormat refuses a stored format version other than storeFormat.
-func checkFormat(v []byte) error {
+// checkFormat returns the stored format version and refuses one this
+// reynfs does not read: storeFormat, and format 1 (objects inline in
+// Badger, no log), which a writable open upgrades.
+func checkFormat(v []byte) (int, error) {
 	f, err := parseFormat(v)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if f != storeFormat {
-		return fmt.Errorf("%w: store format version %d, this reynfs reads %d", ErrFormat, f, storeFormat)
+	if f != storeFormat && f != 1 {
+		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d and upgrades 1", ErrFormat, f, storeFormat)
 	}
-	return nil
+	return f, nil
 }
 
 // checkExisting refuses a directory that holds no Badger store, without
@@ -376,13 +501,12 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// initStore checks or writes the format version and the store id (the
-// manifest's, for a store written before ids existed) and returns the
-// next seq: one past the highest seq ever committed ("m/seq" survives
-// truncation of the records themselves, the last 'j' key covers a store
-// written before a crash lost nothing but is cheap to check).
-func initStore(db *badger.DB, man *Manifest) (uint64, string, error) {
-	next := uint64(1)
+// initStore checks the format version (0 for a new store) and returns
+// the store id, writing one if the store has none yet (the manifest's,
+// for a store written before ids existed). The format version itself is
+// written by openWritable once the log exists.
+func initStore(db *badger.DB, man *Manifest) (int, string, error) {
+	var format int
 	var id string
 	err := db.Update(func(txn *badger.Txn) error {
 		v, err := getValue(txn, keyFormat)
@@ -395,19 +519,8 @@ func initStore(db *badger.DB, man *Manifest) (uint64, string, error) {
 			} else if !empty {
 				return fmt.Errorf("%w: no %s key: not a reynfs store", ErrCorrupt, keyFormat)
 			}
-			if err := txn.Set(keyFormat, formatBytes(storeFormat)); err != nil {
-				return err
-			}
-		} else if err := checkFormat(v); err != nil {
+		} else if format, err = checkFormat(v); err != nil {
 			return err
-		}
-		high, err := highestSeq(txn)
-		if err != nil {
-			return err
-		}
-		next = high + 1
-		if err := checkMarks(txn, man, high); err != nil {
-			return err // the store changed between verify and this open
 		}
 		b, err := getValue(txn, keyID)
 		if err != nil || b != nil {
@@ -427,12 +540,26 @@ func initStore(db *badger.DB, man *Manifest) (uint64, string, error) {
 	if err := db.Sync(); err != nil {
 		return 0, "", fmt.Errorf("sync: %w", err)
 	}
-	return next, id, nil
+	return format, id, nil
 }
 
-func highestSeq(txn *badger.Txn) (uint64, error) {
+// reader reads Badger through the log's tail that a read-only open keeps
+// in memory (nil tail: Badger alone).
+type reader struct {
+	txn  *badger.Txn
+	tail map[string][]byte
+}
+
+func (r reader) get(key []byte) ([]byte, error) {
+	if v, ok := r.tail[string(key)]; ok {
+		return v, nil
+	}
+	return getValue(r.txn, key)
+}
+
+func (r reader) highestSeq() (uint64, error) {
 	var high uint64
-	v, err := getValue(txn, keySeq)
+	v, err := r.get(keySeq)
 	if err != nil {
 		return 0, err
 	}
@@ -441,7 +568,12 @@ func highestSeq(txn *badger.Txn) (uint64, error) {
 			return 0, fmt.Errorf("%s: %w", keySeq, err)
 		}
 	}
-	last, err := lastSeq(txn, prefixRecord)
+	last, err := lastSeq(r.txn, prefixRecord)
+	for k := range r.tail {
+		if len(k) == 9 && k[0] == prefixRecord && r.tail[k] != nil {
+			last = max(last, binary.BigEndian.Uint64([]byte(k[1:])))
+		}
+	}
 	return max(high, last), err
 }
 

@@ -1,8 +1,10 @@
 package journal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -22,6 +24,14 @@ func (j *Journal) view(fn func(txn *badger.Txn) error) error {
 func (j *Journal) Get(seq uint64) (*Record, error) {
 	var r *Record
 	err := j.view(func(txn *badger.Txn) error {
+		if v, ok := j.tail[string(seqKey(prefixRecord, seq))]; ok {
+			if v == nil {
+				return ErrNotFound
+			}
+			var err error
+			r, err = decodeAt(seq, v)
+			return err
+		}
 		item, err := txn.Get(seqKey(prefixRecord, seq))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return ErrNotFound
@@ -64,6 +74,25 @@ func (j *Journal) Iter(from uint64, fn func(*Record) error) error {
 }
 
 func (j *Journal) iterPrefix(prefix byte, from uint64, fn func(*Record) error) error {
+	extra := j.tailSeqs(prefix, from) // read-only: the log's tail, merged in
+	emit := func(seq uint64, v []byte) error {
+		r, err := decodeAt(seq, v)
+		if err != nil {
+			return err
+		}
+		return fn(r)
+	}
+	flush := func(below uint64) error {
+		for len(extra) > 0 && extra[0] < below {
+			if v := j.tail[string(seqKey(prefix, extra[0]))]; v != nil {
+				if err := emit(extra[0], v); err != nil {
+					return err
+				}
+			}
+			extra = extra[1:]
+		}
+		return nil
+	}
 	return j.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefix}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
@@ -73,19 +102,33 @@ func (j *Journal) iterPrefix(prefix byte, from uint64, fn func(*Record) error) e
 			if err != nil {
 				return err
 			}
-			var r *Record
-			if err := item.Value(func(v []byte) error {
-				r, err = decodeAt(seq, v)
-				return err
-			}); err != nil {
+			if err := flush(seq); err != nil {
 				return err
 			}
-			if err := fn(r); err != nil {
+			if _, over := j.tail[string(item.Key())]; over {
+				continue // the tail's newer value (or delete) was emitted
+			}
+			if err := item.Value(func(v []byte) error { return emit(seq, v) }); err != nil {
 				return err
 			}
 		}
-		return nil
+		return flush(^uint64(0))
 	})
+}
+
+// tailSeqs returns the seqs at or above from that the read-only tail
+// holds under prefix, ascending.
+func (j *Journal) tailSeqs(prefix byte, from uint64) []uint64 {
+	var seqs []uint64
+	for k := range j.tail {
+		if len(k) == 9 && k[0] == prefix {
+			if seq := binary.BigEndian.Uint64([]byte(k[1:])); seq >= from {
+				seqs = append(seqs, seq)
+			}
+		}
+	}
+	slices.Sort(seqs)
+	return seqs
 }
 
 // Resets returns every committed reset record in seq order, from the 'r'
@@ -120,7 +163,14 @@ func (j *Journal) ResetCount() (int, error) {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixReset}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			n++
+			if _, over := j.tail[string(it.Item().Key())]; !over {
+				n++
+			}
+		}
+		for _, seq := range j.tailSeqs(prefixReset, 0) {
+			if j.tail[string(seqKey(prefixReset, seq))] != nil {
+				n++
+			}
 		}
 		return nil
 	})
@@ -149,7 +199,7 @@ func (j *Journal) GetMeta(key string) ([]byte, error) {
 	}
 	var v []byte
 	err = j.view(func(txn *badger.Txn) error {
-		v, err = getValue(txn, k)
+		v, err = reader{txn, j.tail}.get(k)
 		return err
 	})
 	if err != nil {

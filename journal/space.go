@@ -170,8 +170,9 @@ func (j *Journal) Admit(n int, class int) error {
 }
 
 // shares returns how many bytes b can append to the value log and to the
-// memtable WAL.
-func (s *space) shares(b *batch) (vlog, wal int) {
+// memtable WAL, and to the segment log (written with pwrite, so it needs
+// no preallocation, only room on the file system).
+func (s *space) shares(b *batch) (vlog, wal, seg int) {
 	add := func(key, val int) {
 		if val >= s.threshold {
 			vlog += key + val + entryOverhead
@@ -182,7 +183,8 @@ func (s *space) shares(b *batch) (vlog, wal int) {
 	}
 	for _, it := range b.items {
 		for _, bl := range it.blobs {
-			add(1+len(bl.Hash), len(bl.Data))
+			add(1+len(bl.Hash), locLen) // its index entry
+			seg += len(bl.Hash) + len(bl.Data) + 16
 		}
 		n := 2 // a reset is indexed twice
 		if !it.reset {
@@ -190,21 +192,26 @@ func (s *space) shares(b *batch) (vlog, wal int) {
 		}
 		for range n {
 			add(max(len(it.key), 9), len(it.val))
+			seg += max(len(it.key), 9) + len(it.val) + 8
 		}
 	}
-	return vlog, wal + 4096 // "m/seq" and Badger's transaction marks
+	return vlog, wal + 4096, seg + 64 // "m/seq", the log position, Badger's transaction marks
 }
+
+// locLen is the size of an object's index entry (cas.Loc).
+const locLen = 25
 
 // prepare backs what b can write in Badger's mapped files with blocks
 // (steps 1 and 2 above). Errors wrap ErrNoSpace or are I/O errors.
 func (s *space) prepare(b *batch) error {
-	vlog, wal := s.shares(b)
-	return s.prepareBytes(vlog, wal, false)
+	vlog, wal, seg := s.shares(b)
+	return s.prepareBytes(vlog, wal, seg, false)
 }
 
 // prepareBytes is prepare for vlog bytes of value log and wal bytes of
-// WAL; force makes it look for what others did whatever the count.
-func (s *space) prepareBytes(vlog, wal int, force bool) error {
+// WAL, and seg bytes of segment log (counted in the free-space check
+// only); force makes it look for what others did whatever the count.
+func (s *space) prepareBytes(vlog, wal, seg int, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The system calls that only notice what others did (a new log file,
@@ -212,7 +219,7 @@ func (s *space) prepareBytes(vlog, wal int, force bool) error {
 	// for every 8th commit and every big one: a small commit between
 	// checks is covered by the slack and the reserve.
 	s.commits++
-	s.check = force || s.commits%8 == 0 || vlog+wal >= 256<<10
+	s.check = force || s.commits%8 == 0 || vlog+wal+seg >= 256<<10
 	for i, w := range []struct {
 		ext, format string
 		bytes       int
@@ -239,8 +246,8 @@ func (s *space) prepareBytes(vlog, wal int, force bool) error {
 		return nil
 	}
 	avail, _, err := s.free()
-	if err == nil && avail < uint64(vlog+wal) {
-		return fmt.Errorf("prepare store files: %w (%d bytes free, a batch of %d)", ErrNoSpace, avail, vlog+wal)
+	if err == nil && avail < uint64(vlog+wal+seg) {
+		return fmt.Errorf("prepare store files: %w (%d bytes free, a batch of %d)", ErrNoSpace, avail, vlog+wal+seg)
 	}
 	return nil
 }
@@ -456,7 +463,7 @@ func (j *Journal) Prepare(n int) error {
 	if j.space == nil {
 		return nil
 	}
-	return j.space.prepareBytes(n, n/8+4096, true)
+	return j.space.prepareBytes(n, n/8+4096, 0, true)
 }
 
 // SetFreeSpace replaces how the journal learns the free space of the

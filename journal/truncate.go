@@ -14,17 +14,12 @@ var keyFloor = []byte("m/floor")
 func (j *Journal) Floor() (uint64, error) {
 	var floor uint64 = 1
 	err := j.view(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyFloor)
-		if err == badger.ErrKeyNotFound {
-			return nil
-		}
-		if err != nil {
+		v, err := reader{txn, j.tail}.get(keyFloor)
+		if err != nil || v == nil {
 			return err
 		}
-		return item.Value(func(v []byte) error {
-			floor, err = parseUint64(v)
-			return err
-		})
+		floor, err = parseUint64(v)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("floor: %w", err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/fs/tree"
 )
 
 // Change kinds.
@@ -88,6 +89,19 @@ func DiffRoots(s cas.Store, a, b cas.Hash) ([]Change, error) {
 	err = diffDirs(s, "", ia, ib, &out)
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, err
+}
+
+// fromTree converts the changes a graft found, sorted as DiffRoots sorts
+// its own; never nil.
+func fromTree(tcs []tree.Change) []Change {
+	kinds := [...]string{tree.Added: Added, tree.Removed: Removed, tree.Modified: Modified}
+	out := make([]Change, 0, len(tcs))
+	for _, c := range tcs {
+		out = append(out, Change{Path: c.Path, Kind: kinds[c.Kind], Ino: c.Ino, Dir: c.Dir, Mode: c.Mode, Old: c.Old, New: c.New,
+			entry: c.Entry, par: c.Parent, name: c.Name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
 }
 
 func inode(s cas.Store, h cas.Hash) (*cas.Inode, error) {

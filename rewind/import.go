@@ -1,12 +1,9 @@
 package rewind
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"sort"
 	"syscall"
@@ -29,6 +26,15 @@ import (
 // pins its inode; what is read is opened from that descriptor and checked
 // with fstat, so a symlink swapped in is never followed (DESIGN invariant
 // 9; see dirfd.go).
+//
+// A first mount reads every file, so the import is a pipeline (see
+// import_pipe.go): one goroutine walks the directories in name order and
+// decides everything that depends on the walk (inode numbers, hard links,
+// the stat check); Workers goroutines read and hash the files and store
+// their chunks in batches; the calling goroutine applies the walk's records
+// to the tree in the walk's order, waiting for a file's chunks where it
+// needs them. The tree, and so its root hash, is the sequential import's
+// (Workers: 1) whatever the order the files are read in.
 type Importer struct {
 	Store cas.Store
 	Base  *tree.Tree
@@ -37,9 +43,11 @@ type Importer struct {
 	// (or leaves them out if Base has none) instead of reading the
 	// directory, so a failed write-back is not mistaken for a change.
 	Pin PathSet
-	// Alloc hands out inode numbers for new entries.
+	// Alloc hands out inode numbers for new entries. The walk calls it,
+	// in name order.
 	Alloc func() (uint64, error)
-	// Progress, if set, is called after each file with running totals.
+	// Progress, if set, is called after each file with running totals,
+	// on the goroutine that called Import.
 	Progress func(files int, bytes int64)
 	// Ctx, if set, cancels the import (Ctrl-C during a long first mount):
 	// Import then returns its error and nothing has been committed.
@@ -48,12 +56,18 @@ type Importer struct {
 	// Base for a file whose ctime is at or after it: a same-size write
 	// with its mtime put back (UnderneathSince).
 	Since int64
+	// Workers is how many goroutines read files (0: readersPerCPU per
+	// CPU, see import_pipe.go). With 1
+	// the walk reads each file itself when it meets it: the sequential
+	// import, which the parallel one must equal.
+	Workers int
 
-	t     *tree.Tree
+	t     *tree.Tree           // the applier's
 	links map[[2]uint64]uint64 // native (dev, ino) -> our ino, for hard links
+	used  map[uint64]bool      // the inodes the tree holds once the steps so far are applied
 	files int
 	bytes int64
-	buf   []byte
+	p     *pipeline
 }
 
 // Import reads dir into a new tree; dir's last component must not be a
@@ -78,18 +92,22 @@ func (im *Importer) ImportAt(top *os.File) (*tree.Tree, error) {
 	}
 	im.t = tree.New(im.Store, st.Mode, st.Uid, st.Gid, ctime(&st))
 	im.links = map[[2]uint64]uint64{}
-	im.buf = make([]byte, cas.ChunkSize)
+	im.used = map[uint64]bool{tree.RootIno: true}
+	im.files, im.bytes = 0, 0
 	var base *tree.Node
 	if im.Base != nil {
 		base = im.Base.Node(tree.RootIno)
 	}
-	if err := im.dir(top, "", tree.RootIno, base); err != nil {
-		return nil, err
-	}
-	if err := im.xattrs(xattrAt{fd: int(top.Fd())}, ".", tree.RootIno); err != nil {
-		return nil, err
-	}
-	if err := im.finish(".", tree.RootIno, &st, base); err != nil {
+	err := im.run(func() error {
+		if err := im.dir(top, "", tree.RootIno, base); err != nil {
+			return err
+		}
+		if err := im.xattrs(xattrAt{fd: int(top.Fd())}, ".", tree.RootIno); err != nil {
+			return err
+		}
+		return im.finish(".", tree.RootIno, &st, base)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return im.t, im.t.Check()
@@ -100,6 +118,25 @@ func (im *Importer) apply(r *journal.Record, path string) error {
 		return fmt.Errorf("import %s: %w", path, err)
 	}
 	return nil
+}
+
+// record emits the application of r.
+func (im *Importer) record(r *journal.Record, path string) error {
+	return im.emit(func() error { return im.apply(r, path) })
+}
+
+// linkTo emits a link of ino at parent/name. It keeps the inode's ctime,
+// which the steps before it (the inode's finish) set: read when applied.
+func (im *Importer) linkTo(parent uint64, name, rel string, ino uint64) error {
+	return im.emit(func() error {
+		return im.apply(&journal.Record{Op: journal.OpLink, Parent: parent, Name: name, Ino: ino, Time: im.t.Node(ino).Ctime}, rel)
+	})
+}
+
+// create emits the record that makes inode r.Ino.
+func (im *Importer) create(r *journal.Record, rel string) error {
+	im.used[r.Ino] = true
+	return im.record(r, rel)
 }
 
 // dir imports the entries of the native directory d (at rel) into
@@ -144,11 +181,11 @@ func (im *Importer) pinned(parent uint64, name, rel string, baseDir *tree.Node) 
 }
 
 func (im *Importer) copyBase(parent uint64, name, rel string, b *tree.Node) error {
-	if n := im.t.Node(b.Ino); n != nil && !b.IsDir() {
-		return im.apply(&journal.Record{Op: journal.OpLink, Parent: parent, Name: name, Ino: b.Ino, Time: n.Ctime}, rel)
+	if im.used[b.Ino] && !b.IsDir() {
+		return im.linkTo(parent, name, rel, b.Ino)
 	}
 	ino := b.Ino
-	if im.t.Node(ino) != nil {
+	if im.used[ino] {
 		var err error
 		if ino, err = im.Alloc(); err != nil {
 			return err
@@ -162,7 +199,7 @@ func (im *Importer) copyBase(parent uint64, name, rel string, b *tree.Node) erro
 		r.Op = journal.OpSymlink
 		r.Target, _ = b.Readlink()
 	}
-	if err := im.apply(r, rel); err != nil {
+	if err := im.create(r, rel); err != nil {
 		return err
 	}
 	if b.IsReg() {
@@ -170,7 +207,7 @@ func (im *Importer) copyBase(parent uint64, name, rel string, b *tree.Node) erro
 		for i, h := range b.ChunkHashes() {
 			d.Chunks = append(d.Chunks, journal.Chunk{Index: uint64(i), Hash: h})
 		}
-		if err := im.apply(d, rel); err != nil {
+		if err := im.record(d, rel); err != nil {
 			return err
 		}
 	}
@@ -188,19 +225,17 @@ func (im *Importer) copyBase(parent uint64, name, rel string, b *tree.Node) erro
 	}
 	for _, x := range b.XattrNames() {
 		v, _ := b.Xattr(x)
-		if err := im.apply(&journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: x, XValue: v}, rel); err != nil {
+		if err := im.record(&journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: x, XValue: v}, rel); err != nil {
 			return err
 		}
 	}
-	return im.apply(&journal.Record{Op: journal.OpSetattr, Ino: ino, Valid: journal.SetAtime | journal.SetMtime,
+	return im.record(&journal.Record{Op: journal.OpSetattr, Ino: ino, Valid: journal.SetAtime | journal.SetMtime,
 		Atime: b.Atime, Mtime: b.Mtime, Time: b.Ctime}, rel)
 }
 
 func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, baseDir *tree.Node) error {
-	if im.Ctx != nil {
-		if err := im.Ctx.Err(); err != nil {
-			return fmt.Errorf("import %s: %w", rel, err)
-		}
+	if err := im.p.ctx.Err(); err != nil {
+		return fmt.Errorf("import %s: %w", rel, context.Cause(im.p.ctx))
 	}
 	// An O_PATH|O_NOFOLLOW descriptor pins the inode the name holds now,
 	// a symlink included; its fstat, the directory or file opened from it
@@ -213,27 +248,33 @@ func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, ba
 		}
 		return fmt.Errorf("import %s: %w", rel, err)
 	}
-	defer unix.Close(pfd)
+	owned := true // pfd is ours to close, until a read job takes it
+	defer func() {
+		if owned {
+			unix.Close(pfd)
+		}
+	}()
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
 		return fmt.Errorf("import %s: %w", rel, err)
 	}
 	key := [2]uint64{st.Dev, st.Ino}
 	if ino, ok := im.links[key]; ok && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		// The link keeps the inode's ctime: finish set it already.
-		return im.apply(&journal.Record{Op: journal.OpLink, Parent: parent, Name: name, Ino: ino, Time: im.t.Node(ino).Ctime}, rel)
+		return im.linkTo(parent, name, rel, ino)
 	}
 	var base *tree.Node
 	if baseDir != nil {
 		if bino, ok := baseDir.Entries()[name]; ok {
-			if b := im.Base.Node(bino); b != nil && b.Mode&syscall.S_IFMT == st.Mode&syscall.S_IFMT && im.t.Node(bino) == nil {
+			if b := im.Base.Node(bino); b != nil && b.Mode&syscall.S_IFMT == st.Mode&syscall.S_IFMT && !im.used[bino] {
 				base = b
 			}
 		}
 	}
-	// Open what must be read, from the pinned inode.
+	// Open what the walk itself reads, from the pinned inode; a regular
+	// file is opened by the worker that reads it, from the same pin.
 	var f *os.File
 	var target string
+	read := false
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
 		var fd int
@@ -241,13 +282,7 @@ func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, ba
 			f = os.NewFile(uintptr(fd), rel)
 		}
 	case syscall.S_IFREG:
-		if !unchanged(base, &st) || (im.Since > 0 && ctime(&st) >= im.Since) {
-			var fd int
-			fd, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-			if err == nil {
-				f = os.NewFile(uintptr(fd), rel)
-			}
-		}
+		read = !unchanged(base, &st) || (im.Since > 0 && ctime(&st) >= im.Since)
 	case syscall.S_IFLNK:
 		target, err = readlinkAt(pfd, st.Size)
 	}
@@ -256,12 +291,8 @@ func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, ba
 	}
 	if f != nil {
 		defer f.Close()
-		var fst unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
-			return fmt.Errorf("import %s: %w", rel, err)
-		}
-		if fst.Dev != st.Dev || fst.Ino != st.Ino {
-			return fmt.Errorf("import %s: opened another file than the one stat'ed", rel)
+		if _, err := sameInode(int(f.Fd()), &st, rel); err != nil {
+			return err
 		}
 	}
 	var ino uint64
@@ -279,28 +310,54 @@ func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, ba
 	default:
 		r.Op, r.Rdev = journal.OpCreate, uint32(st.Rdev)
 	}
-	if err := im.apply(r, rel); err != nil {
+	if err := im.create(r, rel); err != nil {
 		return err
 	}
 	im.links[key] = ino
-	x := xattrAt{fd: -1, path: procPath(d, name)}
-	if f != nil {
-		x = xattrAt{fd: int(f.Fd())}
-	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
 		if err := im.dir(f, rel, ino, base); err != nil {
 			return err
 		}
+		if err := im.xattrs(xattrAt{fd: int(f.Fd())}, rel, ino); err != nil {
+			return err
+		}
 	case syscall.S_IFREG:
-		if err := im.content(f, rel, ino, &st, base); err != nil {
+		if read {
+			// The job's step applies the content, the xattrs and the
+			// finish, in the order the sequential walk applies them.
+			var like *tree.Node
+			if unchanged(base, &st) {
+				like = base // read only because its ctime is recent (Since)
+			}
+			owned = false
+			return im.readFile(&fileJob{pfd: pfd, st: st, rel: rel, ino: ino, like: like, base: base})
+		}
+		if err := im.content(rel, ino, &st, base); err != nil {
+			return err
+		}
+		if err := im.xattrs(xattrAt{fd: -1, path: procPath(d, name)}, rel, ino); err != nil {
+			return err
+		}
+	default:
+		if err := im.xattrs(xattrAt{fd: -1, path: procPath(d, name)}, rel, ino); err != nil {
 			return err
 		}
 	}
-	if err := im.xattrs(x, rel, ino); err != nil {
-		return err
-	}
 	return im.finish(rel, ino, &st, base)
+}
+
+// sameInode checks that fd, opened from an O_PATH pin, is the inode st
+// describes, and returns its fstat.
+func sameInode(fd int, st *unix.Stat_t, rel string) (unix.Stat_t, error) {
+	var fst unix.Stat_t
+	if err := unix.Fstat(fd, &fst); err != nil {
+		return fst, fmt.Errorf("import %s: %w", rel, err)
+	}
+	if fst.Dev != st.Dev || fst.Ino != st.Ino {
+		return fst, fmt.Errorf("import %s: opened another file than the one stat'ed", rel)
+	}
+	return fst, nil
 }
 
 // readlinkAt reads the symlink an O_PATH|O_NOFOLLOW descriptor holds;
@@ -325,147 +382,77 @@ func unchanged(b *tree.Node, st *unix.Stat_t) bool {
 		(b.IsDir() || b.Size == uint64(st.Size)) && b.Mtime == mtime(st)
 }
 
-// finish sets the final times: after the children, which touched them.
-func (im *Importer) finish(rel string, ino uint64, st *unix.Stat_t, base *tree.Node) error {
+// finishRecord sets the final times: after the children, which touched
+// them.
+func finishRecord(ino uint64, st *unix.Stat_t, base *tree.Node) *journal.Record {
 	r := &journal.Record{Op: journal.OpSetattr, Ino: ino, Valid: journal.SetAtime | journal.SetMtime,
 		Atime: atime(st), Mtime: mtime(st), Time: ctime(st)}
 	if unchanged(base, st) {
 		r.Atime, r.Time = base.Atime, base.Ctime
 	}
-	return im.apply(r, rel)
+	return r
 }
 
-// content records a regular file's content; f is open on it unless the
-// base's stat check says it is unchanged.
-func (im *Importer) content(f *os.File, rel string, ino uint64, st *unix.Stat_t, base *tree.Node) error {
+func (im *Importer) finish(rel string, ino uint64, st *unix.Stat_t, base *tree.Node) error {
+	return im.record(finishRecord(ino, st, base), rel)
+}
+
+// content records the content of a regular file the stat check found
+// unchanged: base's.
+func (im *Importer) content(rel string, ino uint64, st *unix.Stat_t, base *tree.Node) error {
 	r := &journal.Record{Op: journal.OpData, Ino: ino, Size: uint64(st.Size), Mtime: mtime(st)}
-	im.files++
-	if f == nil {
-		for i, h := range base.ChunkHashes() {
-			r.Chunks = append(r.Chunks, journal.Chunk{Index: uint64(i), Hash: h})
-		}
-	} else {
-		var like *tree.Node
-		if unchanged(base, st) {
-			like = base // read only because its ctime is recent (Since)
-		}
-		size, err := im.readChunks(f, rel, r, like)
-		if err != nil {
-			return err
-		}
-		r.Size = size // the file may have changed while we read: trust what we read
+	for i, h := range base.ChunkHashes() {
+		r.Chunks = append(r.Chunks, journal.Chunk{Index: uint64(i), Hash: h})
 	}
+	return im.emit(func() error {
+		im.fileDone(0)
+		return im.apply(r, rel)
+	})
+}
+
+// fileDone counts one more file, n bytes of it read, and reports progress.
+func (im *Importer) fileDone(n int64) {
+	im.files++
+	im.bytes += n
 	if im.Progress != nil {
 		im.Progress(im.files, im.bytes)
 	}
-	return im.apply(r, rel)
 }
 
-// readChunks stores the file's chunks and lists them in r; all-zero
-// chunks become holes. like, if set, is the base node whose stat the file
-// matched: a slot that reads as like's keeps like's hash. A tree stores a
-// chunk shorter than its slot (a write, then a grow: the rest reads as
-// zeros) and may keep zeros as data, while a read stores the slot whole
-// and zeros as a hole; without this a file nobody touched since base
-// would differ from it by hash alone and be taken for a change underneath
-// (DESIGN invariant 14).
-func (im *Importer) readChunks(f *os.File, rel string, r *journal.Record, like *tree.Node) (uint64, error) {
-	var fst unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
-		return 0, fmt.Errorf("import %s: %w", rel, err)
-	}
-	var size uint64
-	data := int64(-1) // where SEEK_DATA last found data
-	for idx := uint64(0); ; idx++ {
-		off := int64(idx * cas.ChunkSize)
-		if data < off {
-			data = dataAt(f, off)
-		}
-		var n int
-		var rerr error
-		if data >= off+cas.ChunkSize && off+cas.ChunkSize <= fst.Size {
-			// A whole slot in a hole reads as zeros: a sparse file's
-			// gigabytes of holes are not read.
-			n = copy(im.buf, zeroChunk[:])
-		} else {
-			n, rerr = f.ReadAt(im.buf, off)
-		}
-		if n > 0 {
-			var h cas.Hash
-			if lh, ok := im.sameSlot(like, idx, im.buf[:n]); ok {
-				h = lh
-			} else if !zero(im.buf[:n]) {
-				var err error
-				if h, err = im.Store.Put(im.buf[:n]); err != nil {
-					return 0, fmt.Errorf("import %s: %w", rel, err)
-				}
-			}
-			r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: h})
-			size += uint64(n)
-			im.bytes += int64(n)
-		}
-		if rerr == io.EOF || n == 0 {
-			return size, nil
-		}
-		if rerr != nil {
-			return 0, fmt.Errorf("import %s: %w", rel, rerr)
-		}
-	}
+// xattr is one extended attribute read from the directory.
+type xattr struct {
+	name  string
+	value []byte
 }
 
-// dataAt returns the first offset at or after off that holds data
-// (SEEK_DATA): MaxInt64 when none does, off when the file system cannot
-// tell. It moves f's offset, which ReadAt does not use.
-func dataAt(f *os.File, off int64) int64 {
-	at, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
-	switch {
-	case errors.Is(err, unix.ENXIO):
-		return math.MaxInt64
-	case err != nil:
-		return off
-	}
-	return at
-}
-
-// sameSlot returns like's hash for chunk slot idx if b is what that slot
-// reads as (false without like, or if the chunk cannot be read).
-func (im *Importer) sameSlot(like *tree.Node, idx uint64, b []byte) (cas.Hash, bool) {
-	if like == nil {
-		return cas.Hash{}, false
-	}
-	var h cas.Hash
-	if hs := like.ChunkHashes(); idx < uint64(len(hs)) {
-		h = hs[idx]
-	}
-	stored, err := chunkBytes(im.Store, h)
-	return h, err == nil && sameSlotBytes(stored, b)
-}
-
-func (im *Importer) xattrs(x xattrAt, rel string, ino uint64) error {
+// readXattrs reads x's extended attributes (those that vanish or fail
+// while read are left out).
+func readXattrs(x xattrAt) []xattr {
+	var out []xattr
 	for _, name := range x.names() {
-		v, err := x.value(name)
-		if err != nil {
-			continue
+		if v, err := x.value(name); err == nil {
+			out = append(out, xattr{name, v})
 		}
-		if err := im.apply(&journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: name, XValue: v}, rel); err != nil {
+	}
+	return out
+}
+
+func (im *Importer) applyXattrs(xs []xattr, rel string, ino uint64) error {
+	for _, x := range xs {
+		if err := im.apply(&journal.Record{Op: journal.OpSetxattr, Ino: ino, XName: x.name, XValue: x.value}, rel); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// zeroChunk is a slot of zeros, to compare with (bytes.Equal is
-// vectorized; a byte loop over a sparse file's gigabytes is not).
-var zeroChunk [cas.ChunkSize]byte
-
-func zero(b []byte) bool {
-	for len(b) > len(zeroChunk) {
-		if !bytes.Equal(b[:len(zeroChunk)], zeroChunk[:]) {
-			return false
-		}
-		b = b[len(zeroChunk):]
+// xattrs reads x's extended attributes now and emits their records.
+func (im *Importer) xattrs(x xattrAt, rel string, ino uint64) error {
+	xs := readXattrs(x)
+	if len(xs) == 0 {
+		return nil
 	}
-	return bytes.Equal(b, zeroChunk[:len(b)])
+	return im.emit(func() error { return im.applyXattrs(xs, rel, ino) })
 }
 
 func atime(st *unix.Stat_t) int64 { return st.Atim.Nano() }

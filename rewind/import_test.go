@@ -12,7 +12,7 @@ import (
 	"github.com/reynfs/reynfs/journal"
 )
 
-func openJournal(t *testing.T, dir string) *journal.Journal {
+func openJournal(t testing.TB, dir string) *journal.Journal {
 	t.Helper()
 	j, err := journal.Open(dir, journal.Options{Logger: zerolog.Nop()})
 	if err != nil {

@@ -33,7 +33,7 @@ func ReconstructFrom(j *journal.Journal, x uint64, base *tree.Tree) (*tree.Tree,
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct %d: generation %d: %w", x, p.gen, err)
 	}
-	if err := p.replay(j, t); err != nil {
+	if _, err := p.replay(j, t); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -121,9 +121,10 @@ func importBefore(j *journal.Journal, path *journal.Path, x uint64) (uint64, cas
 }
 
 // replay applies the records after the plan's generation on x's path, up
-// to x, to t (the generation's tree). An import replaces the whole tree
-// (grafted in place).
-func (p *replayPlan) replay(j *journal.Journal, t *tree.Tree) error {
+// to x, to t (the generation's tree), and returns how many it applied. An
+// import replaces the whole tree (grafted in place).
+func (p *replayPlan) replay(j *journal.Journal, t *tree.Tree) (int, error) {
+	applied := 0
 	err := j.Iter(p.gen+1, func(r *journal.Record) error {
 		if r.Seq > p.x {
 			return errStop
@@ -131,6 +132,7 @@ func (p *replayPlan) replay(j *journal.Journal, t *tree.Tree) error {
 		if !p.path.OnPath(r.Seq, p.x) {
 			return nil
 		}
+		applied++
 		if r.Op == journal.OpImport {
 			// Graft starts from a clean tree; the objects Root makes are
 			// stored, as every object a clean node names must be.
@@ -152,9 +154,9 @@ func (p *replayPlan) replay(j *journal.Journal, t *tree.Tree) error {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return fmt.Errorf("reconstruct %d: %w", p.x, err)
+		return applied, fmt.Errorf("reconstruct %d: %w", p.x, err)
 	}
-	return nil
+	return applied, nil
 }
 
 var errStop = errors.New("stop")

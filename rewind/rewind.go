@@ -34,8 +34,8 @@ type Result struct {
 	Summary Summary       `json:"summary"`
 	Took    time.Duration `json:"took_ns"`
 	// Phases says where the time went (writeback, flush, root,
-	// reconstruct, diff, reset, swap, index, invalidate), for people
-	// tuning it.
+	// reconstruct, diff, reset: the sync of the reset record and the
+	// generation, swap, index, invalidate), for people tuning it.
 	Phases []Phase `json:"phases,omitempty"`
 }
 
@@ -82,12 +82,13 @@ func (rw *Rewinder) agents() *agents.Registry {
 }
 
 // Rewind moves the live workspace to the state at seq target: it journals
-// buffered writes, appends and syncs the reset record {target, supersedes}
-// before anything else changes, moves the live tree to the target in place
-// (Graft: only what differs is touched), cuts a generation of kind rewind,
-// and then, with the live lock released, invalidates the kernel's caches of
-// what changed. Open handles from before become stale. A dry run computes
-// the same on a copy.
+// buffered writes, appends the reset record {target, supersedes} before
+// anything else changes, moves the live tree to the target in place
+// (Graft: only what differs is touched), appends a generation of kind
+// rewind, syncs both at once before anyone can see the move (the live
+// lock is held throughout), and then, with the lock released, invalidates
+// the kernel's caches of what changed. Open handles from before become
+// stale. A dry run computes the same on a copy.
 func (rw *Rewinder) Rewind(target uint64, dry bool) (*Result, error) {
 	return rw.RewindAs(target, dry, "")
 }
@@ -156,10 +157,10 @@ func (rw *Rewinder) exclusive(fn func(x locked) (Invalidations, error)) error {
 func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap func(string)) (Invalidations, error) {
 	j, live := x.j, x.live
 	var none Invalidations
+	// No sync here: replay and the agents' states read committed records
+	// only, and planReplay and StatesAt wait for those up to the target
+	// when the target is that new; the reset's sync covers the rest.
 	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
-		return none, err
-	}
-	if err := j.Sync(); err != nil { // replay reads committed records only
 		return none, err
 	}
 	lap("flush")
@@ -202,28 +203,26 @@ func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap f
 	if err != nil {
 		return none, err
 	}
-	path, err := j.Path()
-	if err != nil {
-		return none, err
-	}
 	now := time.Now().UnixNano()
-	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: path.Latest(), Comm: "reynfs", Label: label}
+	reset := &journal.Record{Op: journal.OpReset, Time: now, ResetTo: target, Supersedes: plan.path.Latest(), Comm: "reynfs", Label: label}
 	// The abandoned state's objects stay reachable. A refused reset
-	// changes nothing: no swap, no generation.
+	// changes nothing: no move, no generation.
 	if err := enqueue(j, reset, oldBlobs); err != nil {
 		return none, fmt.Errorf("rewind: %w", err)
 	}
-	if err := j.Sync(); err != nil {
-		return none, fmt.Errorf("rewind: reset record: %w", err)
-	}
 	res.Reset = reset.Seq
-	lap("reset")
-	fault("after-reset")
 
-	// The reset is durable: from here the workspace is the target state,
-	// whatever happens to this process.
-	if t, err = x.moveTo(t, plan); err != nil {
+	// The reset is queued: from here the workspace is the target state.
+	// The tree moves before the reset is durable, so that one sync stores
+	// the reset and the generation after it together (one device flush,
+	// not two); no one sees the moved tree before that sync (the lock),
+	// and a crash before it leaves the store at the old state.
+	t, changes, err := x.moveTo(t, plan)
+	if err != nil {
 		live.FailLocked(err)
+		if serr := j.Sync(); serr != nil {
+			return none, fmt.Errorf("rewind: %w; reset record: %w", err, serr)
+		}
 		return none, fmt.Errorf("rewind: %w (the reset record is durable: remount to serve the target)", err)
 	}
 	newRoot, newBlobs, err := t.Root()
@@ -232,10 +231,14 @@ func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap f
 		return none, err
 	}
 	lap("reconstruct")
-	changes, err := DiffRoots(NewOverlay(j.Objects(), newBlobs), oldRoot, newRoot)
-	if err != nil {
-		live.FailLocked(err)
-		return none, err
+	if changes == nil {
+		// The move replayed records after the graft: diff the roots (the
+		// old root's new objects are queued with the reset, maybe not
+		// stored yet).
+		if changes, err = DiffRoots(NewOverlay(j.Objects(), oldBlobs, newBlobs), oldRoot, newRoot); err != nil {
+			live.FailLocked(err)
+			return none, err
+		}
 	}
 	res.setChanges(changes, newRoot)
 	lap("diff")
@@ -243,14 +246,21 @@ func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap f
 		Label: fmt.Sprintf("rewind to %d", target), Root: newRoot, NextIno: live.NextInoLocked(),
 		Agents: agents.Refs(states)}
 	gerr := enqueue(j, g, newBlobs)
-	fault("mid-swap")
-	// The reset is durable, so the swap happens even if the generation
-	// was refused: the records after it belong to the target state.
+	serr := j.Sync()
+	lap("reset")
+	if serr == nil {
+		fault("after-reset")
+		fault("mid-swap")
+	}
+	// The tree has moved in place: swap it in (new epoch: handles from
+	// before are stale) even when the sync failed, as the reset may be
+	// stored; the failed journal then keeps the mount from taking writes.
 	live.Swap(t)
 	x.agents.Reset(states)
 	inv := invalidations(changes) // from here the kernel's caches are wrong
-	if err := j.Sync(); err != nil {
-		return inv, fmt.Errorf("rewind: %w", err)
+	if serr != nil {
+		live.FailLocked(serr)
+		return inv, fmt.Errorf("rewind: reset record: %w (remount: the store holds the old state or the target)", serr)
 	}
 	if gerr != nil {
 		return inv, fmt.Errorf("rewind: the workspace is at seq %d (reset record %d), but its generation was not stored: %w", target, reset.Seq, gerr)
@@ -266,21 +276,28 @@ func (x locked) rewind(res *Result, target uint64, dry bool, label string, lap f
 
 // moveTo turns the live tree t into the planned state in place: a graft
 // to the plan's generation, then the replay. If that fails midway, the
-// tree is rebuilt from the store instead.
-func (x locked) moveTo(t *tree.Tree, plan *replayPlan) (*tree.Tree, error) {
+// tree is rebuilt from the store instead. When the graft alone reached the
+// state (no record to replay, as for a rewind to a generation), it also
+// returns the changes the graft found (an empty list for none); nil means
+// the caller must diff the roots.
+func (x locked) moveTo(t *tree.Tree, plan *replayPlan) (*tree.Tree, []Change, error) {
 	t.OnDrop = nil // nodes the move drops are not unlinked files; Swap sets it again
-	err := t.Graft(plan.root)
+	tcs, err := t.GraftDiff(plan.root)
+	replayed := 0
 	if err == nil {
-		err = plan.replay(x.j, t)
+		replayed, err = plan.replay(x.j, t)
 	}
 	if err == nil {
-		return t, nil
+		if replayed > 0 {
+			return t, nil, nil
+		}
+		return t, fromTree(tcs), nil
 	}
 	nt, rerr := Reconstruct(x.j, plan.x)
 	if rerr != nil {
-		return nil, fmt.Errorf("%v; rebuilding it: %w", err, rerr)
+		return nil, nil, fmt.Errorf("%v; rebuilding it: %w", err, rerr)
 	}
-	return nt, nil
+	return nt, nil, nil
 }
 
 func (res *Result) setChanges(changes []Change, root cas.Hash) {

@@ -21,6 +21,11 @@
 #                    src tree, 20k instead of 100k files/records (the report says so)
 #   --runs N         runs per cell (default: 3, quick: 2)
 #   --only LIST      comma-separated phases: fio,files,history,store,recovery,micro,agents
+#                    (and scale, which runs only when named)
+#   --scale          the 1M-file phase alone (same as --only scale): import, RSS,
+#                    checkpoints and rewinds on a generated tree of 1M small files
+#                    (about 2 GB in the work directory)
+#   --scale-files N  files in the scale phase (default 1000000)
 #   --work DIR       scratch directory (default: a new /var/tmp/reynfs-bench.XXXXXX);
 #                    it must be on the disk you want to measure, and is removed at exit
 #   --keep           keep the scratch directory
@@ -50,6 +55,8 @@ while (($#)); do
 	--quick) MODE=quick ;;
 	--runs) RUNS=${2:?--runs needs a number}; shift ;;
 	--only) ONLY=${2:?--only needs a list}; shift ;;
+	--scale) ONLY=scale ;;
+	--scale-files) SCALE_FILES=${2:?--scale-files needs a number}; shift ;;
 	--work) WORK=${2:?--work needs a directory}; shift ;;
 	--keep) KEEP=1 ;;
 	--report) REPORT=${2:?--report needs a file}; shift ;;
@@ -61,7 +68,7 @@ while (($#)); do
 done
 [[ -z "$RUNS" || "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --runs wants a positive number" >&2; exit 2; }
 for p in ${ONLY//,/ }; do
-	case $p in fio | files | history | store | recovery | micro | agents) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
+	case $p in fio | files | history | store | recovery | micro | agents | scale) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
@@ -80,6 +87,8 @@ else
 	SCALED=""
 fi
 STORE_FILES=10000 STORE_GENS=100
+SCALE_FILES=${SCALE_FILES:-1000000}
+[[ "$SCALE_FILES" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --scale-files wants a positive number" >&2; exit 2; }
 HIST_RUNS=$((RUNS < 5 ? 5 : RUNS)) # checkpoint and rewind are cheap: more runs
 [[ $MODE == quick ]] && HIST_RUNS=3
 TARGETS=(native loopback reynfs)
@@ -498,7 +507,7 @@ phase_store() {
 	for ((g = 1; g <= STORE_GENS; g++)); do
 		tool modify "$STORE_FILES" 10 "g$g" "$nat" "$rf"
 		measure "gen-git" shadow-git "$g" shadow_commit "$sg" "$nat" "g$g" >/dev/null
-		measure "gen-ckpt" reynfs "$g" "$REYNFS" checkpoint --dir "$rf" -m "g$g" >/dev/null
+		measure "gen-ckpt" reynfs "$g" "$REYNFS" checkpoint --dir "$rf" -m "gen-$g" >/dev/null
 	done
 	unmount_reynfs "$rf"
 	kib=$(du -sk "$st" | cut -f1)
@@ -592,6 +601,51 @@ phase_agents() {
 	rm -rf "$rf" "$st"
 }
 
+# --- phase: scale (1M files; only when asked for) ------------------------------------------
+# A million small files (test/bench/benchtool.py gentree: 100 x 100 directories of 100
+# files, 200 B to 4 KiB each): the first mount (import), the daemon's RSS once mounted and
+# after every inode has been looked up, checkpoints over the control socket with 10 files
+# changed, and rewinds of 100 changed files (the daemon's took_ns).
+phase_scale() {
+	local n=$SCALE_FILES rf="$WORK/x.reynfs" st="$WORK/x.store" pid r out took t0
+	say "phase scale: $n files; first mount, RSS, $HIST_RUNS checkpoints and $HIST_RUNS rewinds"
+	echo "SCALE_FILES=$n" >>"$META"
+	rm -rf "$rf" "$st"
+	t0=$SECONDS
+	tool gentree "$rf" "$n"
+	say "  generated $n files in $((SECONDS - t0)) s"
+	drop_caches
+	measure "scale-import" reynfs 1 mount_reynfs "$rf" "$st"
+	is_mounted "$rf" || die "reynfs mount of $rf failed; see $LOG"
+	pid=${RF_PID[$rf]}
+	record scale-rss-mounted reynfs 1 "$(rss_of "$pid" VmRSS)" MiB
+	measure "scale-find" reynfs 1 find "$rf" -type f -size -1
+	record scale-rss reynfs 1 "$(rss_of "$pid" VmRSS)" MiB
+	for ((r = 1; r <= HIST_RUNS; r++)); do
+		tool modify "$n" 10 "c$r" "$rf"
+		if out=$(tool call "$st" checkpoint "c$r" 2>>"$LOG"); then
+			record scale-ckpt reynfs-socket "$r" "${out%% *}" s
+		else
+			record scale-ckpt reynfs-socket "$r" nan s
+		fi
+	done
+	for ((r = 1; r <= HIST_RUNS; r++)); do
+		"$REYNFS" checkpoint --dir "$rf" -m "w$r" >>"$LOG"
+		tool modify "$n" 100 "w$r" "$rf"
+		if out=$("$REYNFS" rewind --dir "$rf" --json "w$r" 2>>"$LOG"); then
+			took=$(tool field took_ns,Took <<<"$out" 2>>"$LOG" || true)
+			[[ -n "$took" ]] && record scale-rewind reynfs-daemon "$r" "$(awk -v t="$took" 'BEGIN { printf "%.6f", t / 1e9 }')" s
+		else
+			warn "rewind at $n files (run $r) failed; see $LOG"
+			record scale-rewind reynfs-daemon "$r" nan s
+		fi
+	done
+	record scale-rss-peak reynfs 1 "$(rss_of "$pid" VmHWM)" MiB
+	unmount_reynfs "$rf"
+	record scale-store reynfs 1 "$(du -sk "$st" | awk '{ printf "%.1f", $1 / 1024 }')" MiB
+	rm -rf "$rf" "$st"
+}
+
 # --- run -----------------------------------------------------------------------------------
 machine() {
 	local mem disk cpu
@@ -614,7 +668,7 @@ say "machine: $(machine)"
 say "mode $MODE, work dir $WORK, log $LOG"
 ((ROOT_USER)) || warn "not root: cold-cache rows are skipped"
 START=$SECONDS
-for phase in fio files history store recovery micro agents; do
+for phase in fio files history store recovery micro agents scale; do
 	want "$phase" || continue
 	t0=$SECONDS
 	"phase_$phase"

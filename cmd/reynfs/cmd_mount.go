@@ -154,7 +154,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	case interactive() && !o.asJSON:
 		bar := newImportBar()
 		defer bar.done() // also when the mount fails
-		cfg.Progress = bar.update
+		cfg.Progress = throttle(bar.update)
 	}
 	cfg.Warn = func(s string) { fmt.Fprintln(os.Stderr, "reynfs: warning: "+s) }
 	if ready != nil {

@@ -34,19 +34,31 @@ func main() {
 func run(args []string) int {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	root := newRootCommand()
+	args = relativeTargets(args, valueFlags(root))
+	root.SetArgs(args)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// `reynfs run` passes every signal on to its command and waits for it;
+	// any other command ends the process at a second signal.
+	second := true
+	returned := make(chan struct{})
+	defer close(returned)
+	if cmd, _, err := root.Find(args); err == nil && cmd.Annotations[annotationCleansUp] == "run" {
+		second = false
+	}
 	go func() {
 		select {
 		case s := <-sigs:
 			cancel(signalCause{s.(syscall.Signal)})
 		case <-ctx.Done():
+			return
+		}
+		if second {
+			exitOnSecondSignal(sigs, returned)
 		}
 	}()
-	root := newRootCommand()
-	args = relativeTargets(args, valueFlags(root))
-	root.SetArgs(args)
 	done := make(chan error, 1)
 	var ran *cobra.Command // the command that ran, once done has answered
 	go func() {
@@ -85,6 +97,24 @@ func run(args []string) int {
 		}
 	}
 	return exitCode(err)
+}
+
+// exitOnSecondSignal ends the process at the next signal. A command that
+// cleans up after a signal can wait on something that never comes (mount,
+// for a process keeping the mount busy after the lazy unmount): the second
+// signal is how a person says "stop now". What that skips is what kill -9
+// would skip: every acknowledged write is in the journal, and mounting the
+// store again (or `reynfs unmount`) finishes the write-back.
+func exitOnSecondSignal(sigs <-chan os.Signal, returned <-chan struct{}) {
+	var sig syscall.Signal
+	select {
+	case s := <-sigs:
+		sig = s.(syscall.Signal)
+	case <-returned:
+		return
+	}
+	fmt.Fprintf(os.Stderr, "reynfs: second %s: exiting now without finishing cleanup (nothing acknowledged is lost; mount again or run `reynfs unmount` to finish it)\n", signalName(sig))
+	os.Exit(128 + int(sig))
 }
 
 // signalGrace is how long a command other than mount may take to return

@@ -34,5 +34,9 @@ func writeTrace(r any, stack []byte) string {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "reynfs %v panic at %s: %v\n\n%s", os.Args[1:], time.Now().UTC().Format(time.RFC3339), r, stack)
+	if g, ok := r.(interface{ Stack() []byte }); ok {
+		// raised again from another goroutine (the import's): its own stack
+		fmt.Fprintf(f, "\npanicked first in:\n%s", g.Stack())
+	}
 	return f.Name()
 }

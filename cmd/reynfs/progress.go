@@ -50,21 +50,36 @@ func busy(show bool, what string, fn func() error) error {
 	return err
 }
 
-// importBar is the mount's import progress: files and bytes read so far
-// (the total is not known before the walk ends).
-type importBar struct{ bar *progressbar.ProgressBar }
+// importBar is the mount's import progress: files and bytes read so far,
+// and their rates (the total is not known before the walk ends). update
+// is called often (throttle it): each call redraws.
+type importBar struct {
+	bar   *progressbar.ProgressBar
+	start time.Time
+}
 
 func newImportBar() *importBar {
-	return &importBar{bar: progressbar.NewOptions64(-1, progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetDescription("importing"), progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true),
+	return &importBar{start: time.Now(), bar: progressbar.NewOptions64(-1, progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription("importing"), progressbar.OptionShowBytes(true), progressbar.OptionShowCount(),
 		progressbar.OptionSpinnerType(14), progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionClearOnFinish(), progressbar.OptionEnableColorCodes(false),
 		progressbar.OptionThrottle(100*time.Millisecond))}
 }
 
 func (b *importBar) update(files int, bytes int64) {
-	b.bar.Describe("importing " + plural(files, "file"))
+	b.bar.Describe(importDesc(files, time.Since(b.start)))
 	_ = b.bar.Set64(bytes)
+}
+
+// importDesc says how many files an import read in elapsed, and how
+// fast once there is a second to average over (the bar adds the bytes
+// and their rate).
+func importDesc(files int, elapsed time.Duration) string {
+	desc := "importing " + plural(files, "file")
+	if s := elapsed.Seconds(); s >= 1 {
+		desc += " at " + strconv.FormatFloat(float64(files)/s, 'f', 0, 64) + " files/s"
+	}
+	return desc
 }
 
 func (b *importBar) done() {

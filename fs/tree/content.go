@@ -76,11 +76,27 @@ func (t *Tree) chunk(n *Node, idx uint64) ([]byte, error) {
 // bytes, at least length long. A pending buffer's bytes between its length
 // and its capacity are always zero.
 func (t *Tree) pendingChunk(n *Node, idx, length uint64) ([]byte, error) {
+	return t.pendingChunkFrom(n, idx, length, nil)
+}
+
+// Prefetched holds stored chunks read before the caller took its lock,
+// by chunk index (see Live.WriteAt). A chunk is used only if the slot
+// still names the same hash: the bytes of a hash never change.
+type Prefetched map[uint64]cas.Blob
+
+// pendingChunkFrom is pendingChunk that takes the current bytes from pre
+// when they are there.
+func (t *Tree) pendingChunkFrom(n *Node, idx, length uint64, pre Prefetched) ([]byte, error) {
 	b, ok := n.pending[idx]
 	if !ok {
-		cur, err := t.chunk(n, idx)
-		if err != nil {
-			return nil, err
+		var cur []byte
+		if p, hit := pre[idx]; hit && idx < uint64(len(n.chunks)) && n.chunks[idx] == p.Hash {
+			cur = p.Data
+		} else {
+			var err error
+			if cur, err = t.chunk(n, idx); err != nil {
+				return nil, err
+			}
 		}
 		b = make([]byte, len(cur), max(uint64(len(cur)), length))
 		copy(b, cur)
@@ -104,6 +120,12 @@ func (t *Tree) pendingChunk(n *Node, idx, length uint64) ([]byte, error) {
 
 // WriteAt writes p at off into pending buffers, growing the file as needed.
 func (t *Tree) WriteAt(n *Node, p []byte, off uint64, now int64) error {
+	return t.WriteAtFrom(n, p, off, now, nil)
+}
+
+// WriteAtFrom is WriteAt that takes the stored chunks it must read from
+// pre where it can (see Prefetch).
+func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre Prefetched) error {
 	if !n.IsReg() {
 		return ErrInvalid
 	}
@@ -118,7 +140,17 @@ func (t *Tree) WriteAt(n *Node, p []byte, off uint64, now int64) error {
 		pos := off + uint64(done)
 		idx, in := pos/cas.ChunkSize, pos%cas.ChunkSize
 		want := min(uint64(len(p)-done), cas.ChunkSize-in)
-		b, err := t.pendingChunk(n, idx, in+want)
+		if in == 0 && want == cas.ChunkSize {
+			// The whole slot is overwritten: its stored bytes would
+			// be read only to be replaced.
+			if _, pend := n.pending[idx]; !pend {
+				if n.pending == nil {
+					n.pending = map[uint64][]byte{}
+				}
+				n.pending[idx] = make([]byte, cas.ChunkSize)
+			}
+		}
+		b, err := t.pendingChunkFrom(n, idx, in+want, pre)
 		if err != nil {
 			return err
 		}
@@ -128,6 +160,30 @@ func (t *Tree) WriteAt(n *Node, p []byte, off uint64, now int64) error {
 	n.Size = max(n.Size, end)
 	n.Mtime, n.Ctime = now, now
 	return nil
+}
+
+// ToRead lists, by chunk index, the stored chunks a write of length
+// bytes at off would have to read (read-modify-write): slots that hold a
+// stored chunk, have no pending buffer and are not wholly overwritten.
+// Only the hashes are set. Caller holds the tree's lock (a read lock is
+// enough).
+func (t *Tree) ToRead(n *Node, off, length uint64) Prefetched {
+	if !n.IsReg() || length == 0 || off+length < off {
+		return nil
+	}
+	var out Prefetched
+	last := (off + length - 1) / cas.ChunkSize
+	for idx := off / cas.ChunkSize; idx <= last && idx < uint64(len(n.chunks)); idx++ {
+		start, end := idx*cas.ChunkSize, (idx+1)*cas.ChunkSize
+		if _, pend := n.pending[idx]; pend || n.chunks[idx].IsZero() || off <= start && off+length >= end {
+			continue
+		}
+		if out == nil {
+			out = Prefetched{}
+		}
+		out[idx] = cas.Blob{Hash: n.chunks[idx]}
+	}
+	return out
 }
 
 // Truncate sets the file size. Shrinking into a chunk rewrites that chunk

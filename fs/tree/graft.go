@@ -20,11 +20,26 @@ import (
 // handle stale anyway). On error t is left inconsistent: the caller must
 // replace it (rebuild it from the store).
 func (t *Tree) Graft(root cas.Hash) error {
+	return t.graft(root, nil)
+}
+
+// GraftDiff is Graft that also returns what differs between t before and
+// the tree named by root (see Change). It is the list rewind.DiffRoots
+// makes of the two roots, found during the graft's own walk from t's
+// nodes and the objects the graft reads, so the old objects are never
+// read back from the store.
+func (t *Tree) GraftDiff(root cas.Hash) ([]Change, error) {
+	var cs []Change
+	err := t.graft(root, &cs)
+	return cs, err
+}
+
+func (t *Tree) graft(root cas.Hash, diff *[]Change) error {
 	r := t.nodes[RootIno]
 	if !r.dirty && r.obj == root {
 		return nil
 	}
-	g := grafter{t: t, objs: map[uint64]*cas.Inode{}, hashes: map[uint64]cas.Hash{}, oldEntries: map[uint64]map[string]uint64{}}
+	g := grafter{t: t, objs: map[uint64]*cas.Inode{}, hashes: map[uint64]cas.Hash{}, relinked: map[uint64]bool{}}
 	// 1. Read every object that differs, top down, stopping at subtrees
 	// whose hash t already has.
 	in, err := getInode(t.store, root)
@@ -37,46 +52,53 @@ func (t *Tree) Graft(root cas.Hash) error {
 	if err := g.read(in, root); err != nil {
 		return err
 	}
-	// 2. Update or create the changed nodes, remembering the entries the
-	// changed directories had.
+	if diff != nil {
+		// Before anything changes: t's nodes are the old side.
+		if err := g.diffRoot(r, in, root, diff); err != nil {
+			return err
+		}
+	}
+	// 2. Update or create the changed nodes; a changed directory's
+	// entries are compared with the new list, so only the links that
+	// differ are recorded (a file rewritten in a directory of 10,000
+	// changes no link there).
 	for _, ino := range g.order {
 		g.update(ino)
 	}
-	// 3. Relink: the changed directories' old entries lose them as parent,
-	// the new entries gain it.
+	// 3. Relink: removed entries lose their directory as parent, added
+	// ones gain it.
 	var lost []*Node
-	for _, ino := range g.order {
-		d := t.nodes[ino]
-		if !d.IsDir() {
+	for _, l := range g.links {
+		n := t.nodes[l.ino]
+		if n == nil {
 			continue
 		}
-		for _, c := range g.oldEntries[ino] {
-			if n := t.nodes[c]; n != nil {
-				if unparent(n, ino) {
-					lost = append(lost, n)
-				}
-				g.touched = append(g.touched, n)
-			}
+		if l.add {
+			n.parents[l.dir]++
+		} else if unparent(n, l.dir) {
+			lost = append(lost, n)
 		}
-		for _, c := range d.entries {
-			n := t.nodes[c]
-			n.parents[ino]++
-			g.touched = append(g.touched, n)
-		}
+		g.touched = append(g.touched, n)
 	}
 	// 4. Drop what no directory names any more, and below it.
 	for _, n := range lost {
 		g.drop(n)
 	}
-	// 5. Link counts: of the files whose names changed, and of the changed
-	// directories (a directory's count follows its own entries only).
+	// 5. Link counts: of the nodes whose names changed, of the changed
+	// files, and of the directories whose entries changed (a directory's
+	// count follows its own entries only; an unchanged list keeps it).
 	for _, n := range g.touched {
 		if t.nodes[n.Ino] == n && !n.IsDir() {
 			n.Nlink = linkCount(t, n)
 		}
 	}
 	for _, ino := range g.order {
-		if n := t.nodes[ino]; n != nil {
+		if n := t.nodes[ino]; n != nil && !n.IsDir() {
+			n.Nlink = linkCount(t, n)
+		}
+	}
+	for ino := range g.relinked {
+		if n := t.nodes[ino]; n != nil && n.IsDir() {
 			n.Nlink = linkCount(t, n)
 		}
 	}
@@ -84,12 +106,19 @@ func (t *Tree) Graft(root cas.Hash) error {
 }
 
 type grafter struct {
-	t          *Tree
-	objs       map[uint64]*cas.Inode // changed inodes: their new objects
-	hashes     map[uint64]cas.Hash
-	order      []uint64 // changed inodes, parents first
-	oldEntries map[uint64]map[string]uint64
-	touched    []*Node
+	t        *Tree
+	objs     map[uint64]*cas.Inode // changed inodes: their new objects
+	hashes   map[uint64]cas.Hash
+	order    []uint64        // changed inodes, parents first
+	links    []link          // the directory entries that differ, in order
+	relinked map[uint64]bool // directories whose link count may change
+	touched  []*Node
+}
+
+// link is one directory entry that a graft removes or adds.
+type link struct {
+	dir, ino uint64
+	add      bool
 }
 
 func isDirMode(mode uint32) bool { return mode&0o170000 == 0o040000 }
@@ -105,9 +134,16 @@ func (g *grafter) read(in *cas.Inode, h cas.Hash) error {
 	}
 	g.objs[in.Ino], g.hashes[in.Ino] = in, h
 	g.order = append(g.order, in.Ino)
-	for _, e := range in.Entries {
+	var old []cas.Entry // what t's directory in.Ino has, when it has one
+	if d := g.t.nodes[in.Ino]; d != nil && d.IsDir() {
+		old = g.t.entryList(d)
+	}
+	return mergeEntries(old, in.Entries, func(_, e *cas.Entry) error {
+		if e == nil {
+			return nil
+		}
 		if n := g.t.nodes[e.Ino]; n != nil && !n.dirty && n.obj == e.Object && n.pending == nil {
-			continue // the same subtree
+			return nil // the same subtree, elsewhere (moved, or another link)
 		}
 		cin, err := getInode(g.t.store, e.Object)
 		if err != nil {
@@ -116,34 +152,83 @@ func (g *grafter) read(in *cas.Inode, h cas.Hash) error {
 		if cin.Ino != e.Ino {
 			return fmt.Errorf("graft %q: entry says inode %d, object %d: %w", e.Name, e.Ino, cin.Ino, cas.ErrCorrupt)
 		}
-		if err := g.read(cin, e.Object); err != nil {
-			return err
-		}
-	}
-	return nil
+		return g.read(cin, e.Object)
+	})
 }
 
-// update makes node ino match its new object (a new node if t lacks it).
+// update makes node ino match its new object (a new node if t lacks it)
+// and records the entries of a directory that differ from what it had.
 func (g *grafter) update(ino uint64) {
 	in, h := g.objs[ino], g.hashes[ino]
 	fresh := fromInode(in, h)
 	n := g.t.nodes[ino]
 	if n == nil {
 		g.t.nodes[ino] = fresh
-		n = fresh
-	} else {
-		if n.IsDir() {
-			g.oldEntries[ino] = n.entries
+		if fresh.IsDir() {
+			fresh.ents, fresh.entsFor = in.Entries, h
+			g.relinked[ino] = true
+			for _, e := range in.Entries {
+				fresh.entries[e.Name] = e.Ino
+				g.links = append(g.links, link{ino, e.Ino, true})
+			}
 		}
-		parents := n.parents
-		*n = *fresh
-		n.parents = parents
+		return
 	}
+	var oldList []cas.Entry
 	if n.IsDir() {
-		n.entries = make(map[string]uint64, len(in.Entries))
-		for _, e := range in.Entries {
-			n.entries[e.Name] = e.Ino
+		oldList = g.t.entryList(n) // n is still clean and unchanged
+	}
+	old, wasDir, nlink, parents := n.entries, n.IsDir(), n.Nlink, n.parents
+	*n = *fresh
+	n.parents, n.Nlink = parents, nlink
+	if wasDir != n.IsDir() {
+		// Not expected (inode numbers are not reused), but then the
+		// parents' counts of subdirectories change.
+		for p := range parents {
+			g.relinked[p] = true
 		}
+	}
+	if !n.IsDir() {
+		for _, c := range old {
+			g.links = append(g.links, link{ino, c, false})
+		}
+		return
+	}
+	if !wasDir {
+		old = nil
+	}
+	g.diffEntries(n, old, oldList, in.Entries)
+	n.ents, n.entsFor = in.Entries, h
+}
+
+// diffEntries makes directory n's entries the list es (sorted by name),
+// changing its old map in place and recording only the links that
+// differ; oldList is the old map as a sorted list.
+func (g *grafter) diffEntries(n *Node, old map[string]uint64, oldList, es []cas.Entry) {
+	if old == nil {
+		old, oldList = make(map[string]uint64, len(es)), nil
+	}
+	n.entries = old
+	changed := false
+	_ = mergeEntries(oldList, es, func(o, e *cas.Entry) error {
+		switch {
+		case e == nil:
+			delete(old, o.Name)
+			g.links = append(g.links, link{n.Ino, o.Ino, false})
+		case o != nil && o.Ino == e.Ino:
+			return nil // only the object differs: the same link
+		default:
+			if o != nil {
+				g.links = append(g.links, link{n.Ino, o.Ino, false})
+			}
+			old[e.Name] = e.Ino
+			g.links = append(g.links, link{n.Ino, e.Ino, true})
+		}
+		changed = true
+		return nil
+	})
+	if changed {
+		g.relinked[n.Ino] = true
 	}
 }
 

@@ -26,6 +26,7 @@ func (l *Live) ReadAt(ino uint64, p []byte, off uint64) (int, error) {
 // With appending set, off is ignored and p goes to the end of the file.
 // e is the epoch of the handle written through (see Epoch).
 func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appending bool) (int, error) {
+	pre := l.prefetch(ino, e, p, off, appending)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.failed != nil {
@@ -47,7 +48,7 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	if err := l.admit(uint64(len(p)), journal.AdmitWrite); err != nil {
 		return 0, err
 	}
-	if err := l.t.WriteAt(n, p, off, l.now()); err != nil {
+	if err := l.t.WriteAtFrom(n, p, off, l.now(), pre); err != nil {
 		return 0, err
 	}
 	l.markPending(c, n)
@@ -62,6 +63,35 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 		}
 	}
 	return len(p), nil
+}
+
+// prefetch reads the stored chunks a write will read-modify-write before
+// WriteAt takes the write lock, so that a store read (Badger, a disk read
+// on a cold chunk, the hash check) does not stall every other request
+// meanwhile. It is a hint: WriteAt uses a chunk only if its slot still
+// names the same hash, and reads under the lock whatever is missing (also
+// after a read error here, which it then reports).
+func (l *Live) prefetch(ino uint64, e Epoch, p []byte, off uint64, appending bool) Prefetched {
+	l.mu.RLock()
+	n, err := l.handleNode(ino, e)
+	if err != nil {
+		l.mu.RUnlock()
+		return nil
+	}
+	if appending {
+		off = n.Size
+	}
+	pre := l.t.ToRead(n, off, uint64(len(p)))
+	l.mu.RUnlock()
+	for idx, b := range pre {
+		data, err := l.stage.Get(b.Hash)
+		if err != nil {
+			delete(pre, idx)
+			continue
+		}
+		pre[idx] = cas.Blob{Hash: b.Hash, Data: data}
+	}
+	return pre
 }
 
 // Fallocate modes, as in fallocate(2).

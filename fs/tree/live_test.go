@@ -15,7 +15,7 @@ import (
 
 var testCaller = Caller{Pid: 42, Comm: "test", Uid: rootUid, Gid: rootGid}
 
-func newTestLive(t *testing.T) (*Live, *journal.Journal) {
+func newTestLive(t testing.TB) (*Live, *journal.Journal) {
 	t.Helper()
 	j, err := journal.Open(t.TempDir(), journal.Options{})
 	if err != nil {

@@ -45,6 +45,21 @@ type Node struct {
 	pending map[uint64][]byte // regular file, written but not journaled
 	counted int               // pending bytes Live has counted
 	entries map[string]uint64 // directory
+	// ents caches a directory's entries as its object entsFor lists them
+	// (sorted by name, with the children's objects). While the node is
+	// clean and obj is entsFor they are exactly its entries (a change of
+	// entries makes the node dirty), so a graft compares two sorted lists
+	// instead of looking every name up; a dirty node's hash reuses their
+	// order once checked against entries. hashNode and Graft set it (Load
+	// does not: a directory pays its 56 bytes an entry once it changes);
+	// never changed in place.
+	ents    []cas.Entry
+	entsFor cas.Hash
+	// changed: the node itself changed since its last hash (not only a
+	// node below it); dirtyKids: the children that became dirty since
+	// then (see markDirty).
+	changed   bool
+	dirtyKids []uint64
 
 	// parents counts, per parent directory, the entries naming this node. A
 	// directory has exactly one; a hard-linked file may have several.

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"container/list"
 	"sync"
 
 	"github.com/reynfs/reynfs/cas"
@@ -10,10 +11,23 @@ import (
 // staging serves the chunks of records that are enqueued but not yet
 // committed: the tree names them as soon as the record is applied, and a
 // read must find them before the committer has written them to the store.
+//
+// It also keeps the most recently committed chunks, up to recentMax bytes:
+// a small write lands in the chunk a moment ago's flush stored more often
+// than not (a log appended and closed line by line, a database rewriting
+// its hot pages, fio's fsync'd 4 KiB appends), and its read-modify-write
+// then needs no store read and no re-hash (cas.Badger copies and verifies
+// every object it reads from Badger). The bytes were hashed here, so they
+// are the object's bytes by construction.
 type staging struct {
 	cas.Store
 	mu    sync.Mutex
 	blobs map[cas.Hash]stagedBlob
+
+	recent      map[cas.Hash]*list.Element // of *recentBlob, in order
+	order       list.List                  // newest first
+	recentBytes int
+	recentMax   int // recentBytes' bound (tests lower it)
 }
 
 type stagedBlob struct {
@@ -21,21 +35,36 @@ type stagedBlob struct {
 	refs int
 }
 
+type recentBlob struct {
+	hash cas.Hash
+	data []byte
+}
+
+// recentMax bounds the committed chunks staging keeps, counted by the
+// capacity of their buffers: 128 full chunks.
+const recentMax = 8 << 20
+
 func newStaging(s cas.Store) *staging {
-	return &staging{Store: s, blobs: map[cas.Hash]stagedBlob{}}
+	return &staging{Store: s, blobs: map[cas.Hash]stagedBlob{}, recent: map[cas.Hash]*list.Element{}, recentMax: recentMax}
 }
 
 func (s *staging) Get(h cas.Hash) ([]byte, error) {
 	s.mu.Lock()
-	b, ok := s.blobs[h]
-	s.mu.Unlock()
-	if ok {
+	if b, ok := s.blobs[h]; ok {
+		s.mu.Unlock()
 		return b.data, nil
 	}
+	if el, ok := s.recent[h]; ok {
+		s.order.MoveToFront(el)
+		s.mu.Unlock()
+		return el.Value.(*recentBlob).data, nil
+	}
+	s.mu.Unlock()
 	return s.Store.Get(h)
 }
 
-// hold keeps blobs readable until p has committed (or failed).
+// hold keeps blobs readable until p has committed (or failed), and then
+// among the recent ones if it committed.
 func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 	if len(blobs) == 0 {
 		return
@@ -49,7 +78,7 @@ func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 	}
 	s.mu.Unlock()
 	go func() {
-		_ = p.Wait()
+		committed := p.Wait() == nil
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, b := range blobs {
@@ -59,6 +88,30 @@ func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 				sb.refs--
 				s.blobs[b.Hash] = sb
 			}
+			if committed {
+				s.keepLocked(b.Hash, b.Data)
+			}
 		}
 	}()
+}
+
+// keepLocked adds a committed chunk to the recent ones, dropping the
+// oldest past s.recentMax. The caller holds s.mu.
+func (s *staging) keepLocked(h cas.Hash, data []byte) {
+	if el, ok := s.recent[h]; ok {
+		s.order.MoveToFront(el)
+		return
+	}
+	if cap(data) > s.recentMax {
+		return
+	}
+	s.recent[h] = s.order.PushFront(&recentBlob{hash: h, data: data})
+	s.recentBytes += cap(data)
+	for s.recentBytes > s.recentMax {
+		old := s.order.Back()
+		rb := old.Value.(*recentBlob)
+		s.order.Remove(old)
+		delete(s.recent, rb.hash)
+		s.recentBytes -= cap(rb.data)
+	}
 }

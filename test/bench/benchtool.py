@@ -340,6 +340,30 @@ def extra_table(data, meta, out):
         out.extend("| %s | %s |" % l for l in lines)
 
 
+def scale_table(data, meta, out):
+    """The --scale phase: a million files (issue 11's last row)."""
+    if ("scale-import", "reynfs") not in data:
+        return
+    n = meta.get("SCALE_FILES", "?")
+    imp, find = med(data, "scale-import", "reynfs"), med(data, "scale-find", "reynfs")
+    ck, rw = med(data, "scale-ckpt", "reynfs-socket"), med(data, "scale-rewind", "reynfs-daemon")
+    rss, peak = med(data, "scale-rss", "reynfs"), med(data, "scale-rss-peak", "reynfs")
+    out.append("")
+    out.append("Scale: %s files (`--scale`); checkpoints with 10 files changed over the control socket," % n)
+    out.append("rewinds of 100 changed files (the daemon's `took_ns`), medians:")
+    out.append("")
+    out.append("| what | measured | goal | |")
+    out.append("| --- | --: | --- | --- |")
+    out.append("| first mount (import) | %s | mounts | %s |" % (fmt(imp, "s"), verdict(None if imp is None else True)))
+    out.append("| daemon RSS just mounted | %s | | |" % fmt(med(data, "scale-rss-mounted", "reynfs"), "MiB"))
+    out.append("| `find -type f -size -1` over the whole tree | %s | | |" % fmt(find, "s"))
+    out.append("| daemon RSS after that find | %s | < 1 GiB | %s |" % (fmt(rss, "MiB"), verdict(None if rss is None else rss < 1024)))
+    out.append("| checkpoint | %s | < 10 ms | %s |" % (fmt(ck, "s"), verdict(None if ck is None else ck < 0.010)))
+    out.append("| rewind | %s | runs | %s |" % (fmt(rw, "s"), verdict(None if rw is None else True)))
+    out.append("| daemon peak RSS over the phase | %s | < 1 GiB | %s |" % (fmt(peak, "MiB"), verdict(None if peak is None else peak < 1024)))
+    out.append("| store on disk after unmount | %s | | |" % fmt(med(data, "scale-store", "reynfs"), "MiB"))
+
+
 def p90(data, key, target):
     e = data.get((key, target))
     if not e or not e["values"]:
@@ -430,6 +454,7 @@ def report(results, metafile, md=None, doc=None):
     sizes = history_tables(data, meta, out)
     targets_table(data, meta, sizes, out)
     extra_table(data, meta, out)
+    scale_table(data, meta, out)
     micro = meta.get("MICRO_FILE")
     if micro and os.path.exists(micro):
         out.append("")

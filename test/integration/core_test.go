@@ -320,7 +320,7 @@ func TestMountBadInput(t *testing.T) {
 			}
 			writeFile(t, filepath.Join(db, "notes.txt"), []byte("somebody else's file"), 0o644)
 		}},
-		{"format", "store format version 2, this reynfs reads 1", true, func(s string) { coreSetFormat(t, s, "2") }},
+		{"format", "store format version 3, this reynfs reads 2", true, func(s string) { coreSetFormat(t, s, "3") }},
 		{"format-nan", "corrupt", true, func(s string) { coreSetFormat(t, s, "x") }},
 	} {
 		st := corrupt(c.name, c.damage)

@@ -278,15 +278,19 @@ func (m *Mount) waitDaemonGone() {
 	}
 }
 
-// pidAlive reports whether pid runs and is not a zombie.
+// pidAlive reports whether pid runs and is not a zombie. A killed
+// process's leader thread turns zombie while its other threads are still
+// exiting and holding the shared file table (and so the store's lock):
+// it counts as alive until it is the last thread.
 func pidAlive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
 	}
 	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
+	if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) && s[i+2] == 'Z' {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		return err == nil && len(tasks) > 1
 	}
 	return true
 }

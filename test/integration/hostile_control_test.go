@@ -82,6 +82,9 @@ func hcRunCmd(t *testing.T, cmd *exec.Cmd, limit time.Duration) Result {
 	t.Helper()
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
+	// A process cmd started (a daemon, a watchdog) may keep the output
+	// pipes open after cmd is killed: Wait must not wait for it.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%v: %v", cmd.Args, err)
 	}

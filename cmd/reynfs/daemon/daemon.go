@@ -385,6 +385,7 @@ func (d *Daemon) Err() error { return d.finalErr }
 // Serve answers the control socket until the daemon finishes or ctx ends
 // (then it unmounts as if asked).
 func (d *Daemon) Serve(ctx context.Context) error {
+	servePprof(d.log)
 	go d.accept(d.ln)
 	select {
 	case <-d.done:

@@ -1,0 +1,217 @@
+package cas
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Op is one index write a frame carries besides its blobs: Key set to
+// Val, or Key deleted (Del). The journal's records, its reset index, its
+// meta writes and "m/seq" travel as Ops, so replaying a frame's Ops
+// rebuilds exactly what the commit wrote to Badger.
+type Op struct {
+	Key, Val []byte
+	Del      bool
+}
+
+// Frame is what one commit appends to the log: the blobs first, then the
+// ops in order. First and Last are the seqs of the records it carries
+// (zero for a frame of blobs only), kept in the header for tools.
+type Frame struct {
+	First, Last uint64
+	Blobs       []Blob
+	Ops         []Op
+}
+
+// Entry kinds in a frame's payload.
+const (
+	entryBlob = 'b' // hash, compression, raw length, stored length, bytes
+	entrySet  = 's' // key length, key, value length, value
+	entryDel  = 'd' // key length, key
+)
+
+// Compression of a stored blob.
+const (
+	compRaw  = 0
+	compZstd = 1
+)
+
+// Loc is where an object's stored bytes are: the index value under
+// LogPrefix.
+type Loc struct {
+	Seg    uint64
+	Off    int64
+	Stored uint32 // bytes in the segment
+	Raw    uint32 // bytes after decompression
+	Comp   byte
+}
+
+const locLen = 8 + 8 + 4 + 4 + 1
+
+func (l Loc) encode() []byte {
+	b := make([]byte, locLen)
+	binary.BigEndian.PutUint64(b, l.Seg)
+	binary.BigEndian.PutUint64(b[8:], uint64(l.Off))
+	binary.BigEndian.PutUint32(b[16:], l.Stored)
+	binary.BigEndian.PutUint32(b[20:], l.Raw)
+	b[24] = l.Comp
+	return b
+}
+
+func decodeLoc(b []byte) (Loc, error) {
+	if len(b) != locLen {
+		return Loc{}, fmt.Errorf("%w: object index entry of %d bytes, want %d", ErrDamaged, len(b), locLen)
+	}
+	return Loc{binary.BigEndian.Uint64(b), int64(binary.BigEndian.Uint64(b[8:])),
+		binary.BigEndian.Uint32(b[16:]), binary.BigEndian.Uint32(b[20:]), b[24]}, nil
+}
+
+// stored is a blob as it goes into a frame.
+type stored struct {
+	h    Hash
+	raw  int
+	comp byte
+	data []byte
+}
+
+// encodeFrame returns the frame (header and payload) and, for each blob,
+// the offset of its stored bytes from the start of the frame.
+func encodeFrame(first, last uint64, blobs []stored, ops []Op) ([]byte, []int64) {
+	n := frameHeaderSize
+	for _, b := range blobs {
+		n += 1 + len(b.h) + 1 + 2*binary.MaxVarintLen64 + len(b.data)
+	}
+	for _, o := range ops {
+		n += 1 + 2*binary.MaxVarintLen64 + len(o.Key) + len(o.Val)
+	}
+	buf := make([]byte, frameHeaderSize, n)
+	offs := make([]int64, len(blobs))
+	for i, b := range blobs {
+		buf = append(buf, entryBlob)
+		buf = append(buf, b.h[:]...)
+		buf = append(buf, b.comp)
+		buf = binary.AppendUvarint(buf, uint64(b.raw))
+		buf = binary.AppendUvarint(buf, uint64(len(b.data)))
+		offs[i] = int64(len(buf))
+		buf = append(buf, b.data...)
+	}
+	for _, o := range ops {
+		if o.Del {
+			buf = append(buf, entryDel)
+			buf = binary.AppendUvarint(buf, uint64(len(o.Key)))
+			buf = append(buf, o.Key...)
+			continue
+		}
+		buf = append(buf, entrySet)
+		buf = binary.AppendUvarint(buf, uint64(len(o.Key)))
+		buf = append(buf, o.Key...)
+		buf = binary.AppendUvarint(buf, uint64(len(o.Val)))
+		buf = append(buf, o.Val...)
+	}
+	h := buf[:frameHeaderSize]
+	binary.BigEndian.PutUint32(h, frameMagic)
+	binary.BigEndian.PutUint32(h[4:], uint32(len(buf)-frameHeaderSize))
+	binary.BigEndian.PutUint64(h[8:], first)
+	binary.BigEndian.PutUint64(h[16:], last)
+	binary.BigEndian.PutUint32(h[24:], crc32.Checksum(buf[frameHeaderSize:], castagnoli))
+	binary.BigEndian.PutUint32(h[28:], crc32.Checksum(h[:28], castagnoli))
+	return buf, offs
+}
+
+// frameHeader is a parsed, checksum-checked frame header.
+type frameHeader struct {
+	length      int
+	first, last uint64
+	crc         uint32
+}
+
+var errBadHeader = errors.New("bad frame header")
+
+func parseFrameHeader(h []byte) (frameHeader, error) {
+	if len(h) < frameHeaderSize || binary.BigEndian.Uint32(h) != frameMagic ||
+		crc32.Checksum(h[:28], castagnoli) != binary.BigEndian.Uint32(h[28:]) {
+		return frameHeader{}, errBadHeader
+	}
+	fh := frameHeader{
+		length: int(binary.BigEndian.Uint32(h[4:])),
+		first:  binary.BigEndian.Uint64(h[8:]),
+		last:   binary.BigEndian.Uint64(h[16:]),
+		crc:    binary.BigEndian.Uint32(h[24:]),
+	}
+	if fh.length > maxFrame {
+		return frameHeader{}, errBadHeader
+	}
+	return fh, nil
+}
+
+// blobEntry is a blob as a frame lists it: its name and where its stored
+// bytes are (the offset is from the start of the payload).
+type blobEntry struct {
+	h    Hash
+	loc  Loc
+	data []byte
+}
+
+// decodePayload parses a payload whose checksum matched: its blobs (with
+// offsets relative to the payload) and ops. An entry that does not parse
+// is damage the checksum did not catch, so it is an error, not a torn tail.
+func decodePayload(p []byte) ([]blobEntry, []Op, error) {
+	var blobs []blobEntry
+	var ops []Op
+	bad := func(what string, at int) error {
+		return fmt.Errorf("%w: frame entry at payload offset %d: %s", ErrDamaged, at, what)
+	}
+	uv := func(i int) (uint64, int, bool) {
+		v, n := binary.Uvarint(p[i:])
+		return v, i + n, n > 0
+	}
+	for i := 0; i < len(p); {
+		at := i
+		kind := p[i]
+		i++
+		switch kind {
+		case entryBlob:
+			if len(p)-i < len(Hash{})+1 {
+				return nil, nil, bad("truncated blob", at)
+			}
+			var e blobEntry
+			copy(e.h[:], p[i:])
+			i += len(Hash{})
+			e.loc.Comp = p[i]
+			i++
+			raw, j, ok1 := uv(i)
+			if !ok1 {
+				return nil, nil, bad("blob length", at)
+			}
+			n, j, ok2 := uv(j)
+			if !ok2 || n > uint64(len(p)-j) || raw > 1<<32-1 {
+				return nil, nil, bad("blob length", at)
+			}
+			e.loc.Raw, e.loc.Stored, e.loc.Off = uint32(raw), uint32(n), int64(j)
+			e.data = p[j : j+int(n)]
+			i = j + int(n)
+			blobs = append(blobs, e)
+		case entrySet, entryDel:
+			kl, j, ok := uv(i)
+			if !ok || kl > uint64(len(p)-j) {
+				return nil, nil, bad("key length", at)
+			}
+			o := Op{Key: p[j : j+int(kl)], Del: kind == entryDel}
+			i = j + int(kl)
+			if kind == entrySet {
+				vl, j, ok := uv(i)
+				if !ok || vl > uint64(len(p)-j) {
+					return nil, nil, bad("value length", at)
+				}
+				o.Val = p[j : j+int(vl)]
+				i = j + int(vl)
+			}
+			ops = append(ops, o)
+		default:
+			return nil, nil, bad(fmt.Sprintf("unknown kind %#x", kind), at)
+		}
+	}
+	return blobs, ops, nil
+}

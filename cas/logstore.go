@@ -1,0 +1,486 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
+)
+
+// LogPrefix is the first byte of an object's index key in a store with a
+// segment log: LogPrefix + hash -> Loc (segment, offset, lengths,
+// compression). Objects of a format-1 store stay inline under KeyPrefix.
+const LogPrefix = 'l'
+
+func logKey(h Hash) []byte {
+	k := make([]byte, keyLen)
+	k[0] = LogPrefix
+	copy(k[1:], h[:])
+	return k
+}
+
+// minCompress is the smallest object worth trying to compress.
+const minCompress = 128
+
+var (
+	zstdOnce sync.Once
+	zenc     *zstd.Encoder
+	zdec     *zstd.Decoder
+	zerr     error
+)
+
+// codecs returns the encoder and decoder every store shares: EncodeAll and
+// DecodeAll are safe for concurrent use.
+func codecs() (*zstd.Encoder, *zstd.Decoder, error) {
+	zstdOnce.Do(func() {
+		zenc, zerr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
+		if zerr == nil {
+			zdec, zerr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2),
+				zstd.WithDecoderMaxMemory(1<<30), zstd.WithDecoderLowmem(true))
+		}
+	})
+	return zenc, zdec, zerr
+}
+
+// LogOptions configure OpenLogged.
+type LogOptions struct {
+	// ID is the store id every segment header must carry.
+	ID string
+	// ReadOnly opens the log without writing a byte of it.
+	ReadOnly bool
+	// Create makes the log directory and its first segment if missing.
+	Create bool
+}
+
+// Tail is what a scan found in the log past the index's position.
+type Tail struct {
+	Frames int
+	Bytes  int64
+	End    Pos  // end of the last complete frame
+	Torn   bool // a torn frame or segment followed End (cut by a writable open)
+	// Damage is set when the log is damaged (it wraps ErrDamaged); the
+	// frames before the damage are still in Frames and the overlay.
+	Damage error
+	// KV is the newest value of each key the tail's ops write (nil for a
+	// deleted key), for read-only opens that cannot write the index.
+	KV map[string][]byte
+}
+
+// OpenLogged returns the object store over db (the index) and the segment
+// log in logDir. The caller then calls CatchUp before using it.
+func OpenLogged(db *badger.DB, logDir string, o LogOptions) (*Badger, error) {
+	if _, _, err := codecs(); err != nil {
+		return nil, fmt.Errorf("open log: zstd: %w", err)
+	}
+	l, err := openSegLog(logDir, o.ID, o.ReadOnly, o.Create)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	b := NewBadger(db)
+	b.log = l
+	b.inline = true // unless the index holds no inline object at all
+	_ = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{KeyPrefix}})
+		defer it.Close()
+		it.Rewind()
+		b.inline = it.Valid()
+		return nil
+	})
+	return b, nil
+}
+
+// CatchUp brings the index up to the log: it reads the position the index
+// covers, scans the log from there and applies each complete frame's
+// index writes (idempotent, so a crash during catch-up is harmless). A
+// writable store cuts a torn tail and writes the index; a read-only one
+// keeps what it found in memory (Tail.KV and the object overlay) and
+// writes nothing. Damage is returned as an error wrapping ErrDamaged
+// unless keepDamaged is set, when it is only reported in Tail.Damage.
+func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
+	l := b.log
+	var from Pos
+	err := b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(KeyLogPos)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err == nil {
+			from, err = decodePos(v)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	indexed := from
+	if keepDamaged && l.readOnly {
+		// Salvage: read the whole log, so that what a damaged index
+		// lost (an unreadable table, say) is found in the log itself.
+		from = Pos{}
+	}
+	res, err := l.scan(from)
+	if err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	if res.damage == nil && posLess(res.end, indexed) {
+		res.damage = fmt.Errorf("%w: %s: the log ends at offset %d, the index covers it to offset %d",
+			ErrDamaged, l.path(res.end.Seg), res.end.Off, indexed.Off)
+	}
+	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || res.dropSeg != 0, Damage: res.damage, KV: map[string][]byte{}}
+	if res.damage != nil && !keepDamaged {
+		return t, res.damage
+	}
+	for _, f := range res.frames {
+		t.Bytes += f.end - f.at.Off
+	}
+	if l.readOnly {
+		b.tail = map[Hash]Loc{}
+		for _, f := range res.frames {
+			for _, e := range f.blobs {
+				b.tail[e.h] = e.loc
+			}
+			if posLess(f.at, indexed) {
+				// Salvage read this frame only for its objects: its
+				// key writes are in the index, and replaying them over
+				// it would bring back what Truncate dropped since.
+				continue
+			}
+			for _, o := range f.ops {
+				if o.Del {
+					t.KV[string(o.Key)] = nil
+				} else {
+					t.KV[string(o.Key)] = o.Val
+				}
+			}
+		}
+		return t, nil
+	}
+	if res.damage != nil {
+		return t, res.damage // never write past damage
+	}
+	if err := l.cutTail(res); err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	if len(res.frames) > 0 {
+		if b.fault != nil {
+			if err := b.fault("catchup"); err != nil {
+				return nil, fmt.Errorf("catch up: injected fault: %w", err)
+			}
+		}
+		wb := b.db.NewWriteBatch()
+		defer wb.Cancel()
+		for _, f := range res.frames {
+			if err := applyFrame(wb, f.blobs, f.ops); err != nil {
+				return nil, fmt.Errorf("catch up: %w", err)
+			}
+		}
+		if err := wb.Set(KeyLogPos, res.end.encode()); err != nil {
+			return nil, fmt.Errorf("catch up: %w", err)
+		}
+		if err := wb.Flush(); err != nil {
+			return nil, fmt.Errorf("catch up: %w", err)
+		}
+		// The frames may be in the page cache only (a kill -9 before
+		// their sync): make them durable before the index that claims
+		// them, so a power cut now cannot leave the index past the log.
+		for n := res.frames[0].at.Seg; n <= res.end.Seg; n++ {
+			f, err := l.file(n)
+			if err == nil {
+				err = unix.Fdatasync(int(f.Fd()))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("catch up: sync %s: %w", l.path(n), err)
+			}
+		}
+		if err := b.db.Sync(); err != nil {
+			return nil, fmt.Errorf("catch up: sync index: %w", err)
+		}
+	}
+	end := res.end
+	if end.Seg == 0 {
+		// An empty log: start the first segment.
+		if err := l.create(1); err != nil {
+			return nil, fmt.Errorf("catch up: %w", err)
+		}
+		end = Pos{1, segHeaderSize}
+	}
+	l.resume(end.Seg, end.Off)
+	return t, nil
+}
+
+func posLess(a, b Pos) bool { return a.Seg < b.Seg || a.Seg == b.Seg && a.Off < b.Off }
+
+// applyFrame adds a frame's index writes to wb: a Loc per blob, then its
+// ops in order.
+func applyFrame(wb *badger.WriteBatch, blobs []blobEntry, ops []Op) error {
+	for _, e := range blobs {
+		if err := wb.Set(logKey(e.h), e.loc.encode()); err != nil {
+			return err
+		}
+	}
+	for _, o := range ops {
+		var err error
+		if o.Del {
+			err = wb.Delete(o.Key)
+		} else {
+			err = wb.Set(o.Key, o.Val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Logged reports whether the store has a segment log (format 2).
+func (b *Badger) Logged() bool { return b.log != nil }
+
+// Commit appends f as one frame and then writes its index (a Loc per new
+// blob, f.Ops, the log position) as one Badger write batch, not synced:
+// SyncLog makes the frame durable, Checkpoint the index. Blobs already
+// stored, and repeats within f, are not written again. A frame whose
+// write fails is cut off again and the error returned.
+func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
+	if b.log == nil {
+		return 0, 0, errors.New("commit: store has no log")
+	}
+	enc, _, _ := codecs()
+	var blobs []stored
+	seen := make(map[Hash]struct{}, len(f.Blobs))
+	for _, bl := range f.Blobs {
+		if _, dup := seen[bl.Hash]; dup {
+			deduped++
+			continue
+		}
+		seen[bl.Hash] = struct{}{}
+		b.guard.note(bl.Hash) // before the lookup a dedup relies on (guard.go)
+		ok, err := b.Has(bl.Hash)
+		if err != nil {
+			return 0, 0, fmt.Errorf("commit: %w", err)
+		}
+		if ok {
+			deduped++
+			continue
+		}
+		s := stored{h: bl.Hash, raw: len(bl.Data), comp: compRaw, data: bl.Data}
+		if len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
+			c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
+			if len(c) <= len(bl.Data)-len(bl.Data)/8 {
+				s.comp, s.data = compZstd, c
+			}
+		}
+		blobs = append(blobs, s)
+	}
+	if len(blobs) == 0 && len(f.Ops) == 0 {
+		return 0, deduped, nil
+	}
+	frame, offs := encodeFrame(f.First, f.Last, blobs, f.Ops)
+
+	l := b.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, err := l.append(frame)
+	if err != nil {
+		return 0, 0, fmt.Errorf("commit: %w", err)
+	}
+	if b.fault != nil {
+		if err := b.fault("index"); err != nil {
+			return 0, 0, fmt.Errorf("commit: injected fault: %w", err)
+		}
+	}
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	entries := make([]blobEntry, len(blobs))
+	for i, s := range blobs {
+		entries[i] = blobEntry{h: s.h, loc: Loc{Seg: at.Seg, Off: at.Off + offs[i],
+			Stored: uint32(len(s.data)), Raw: uint32(s.raw), Comp: s.comp}}
+	}
+	if err := applyFrame(wb, entries, f.Ops); err != nil {
+		return 0, 0, fmt.Errorf("commit: index: %w", err)
+	}
+	if err := wb.Set(KeyLogPos, Pos{at.Seg, at.Off + int64(len(frame))}.encode()); err != nil {
+		return 0, 0, fmt.Errorf("commit: index: %w", err)
+	}
+	if err := wb.Flush(); err != nil {
+		return 0, 0, fmt.Errorf("commit: index: %w", err)
+	}
+	b.logged.Add(int64(len(frame)))
+	return len(blobs), deduped, nil
+}
+
+// SetFault sets a hook called at named points: "frame" (half a frame
+// written), "index" (the frame written, its index not yet), "catchup"
+// (the tail cut, its index not yet written); a non-nil result fails the
+// operation there. For crash and fault tests only.
+func (b *Badger) SetFault(f func(op string) error) {
+	b.fault = f
+	if b.log != nil {
+		b.log.fault = f
+	}
+}
+
+// sampleSize is the prefix compressible tries first.
+const sampleSize = 4 << 10
+
+// compressible reports whether data looks worth compressing: a big object
+// is judged by compressing a sample first, so incompressible chunks
+// (media, archives, random data) cost a 4 KiB attempt, not a whole one.
+func compressible(enc *zstd.Encoder, data []byte) bool {
+	if len(data) < 4*sampleSize {
+		return true
+	}
+	var buf [2 * sampleSize]byte
+	c := enc.EncodeAll(data[:sampleSize], buf[:0])
+	return len(c) <= sampleSize-sampleSize/8
+}
+
+// LogBytes is how many bytes commits have appended since the store was
+// opened (the journal's index checkpoint uses it).
+func (b *Badger) LogBytes() int64 { return b.logged.Load() }
+
+// SyncLog makes every frame appended so far durable: one fdatasync of the
+// active segment (and of a segment the writer left since the last sync).
+func (b *Badger) SyncLog() error {
+	if b.log == nil {
+		return nil
+	}
+	return b.log.sync()
+}
+
+// CloseLog closes the segment files. The caller closes the database.
+func (b *Badger) CloseLog() error {
+	if b.log == nil {
+		return nil
+	}
+	return b.log.close()
+}
+
+// getLogged reads, decompresses and checks the object at loc.
+func (b *Badger) getLogged(h Hash, loc Loc) ([]byte, error) {
+	raw, err := b.log.readAt(loc.Seg, loc.Off, int(loc.Stored))
+	if err != nil {
+		return nil, err
+	}
+	switch loc.Comp {
+	case compRaw:
+	case compZstd:
+		_, dec, _ := codecs()
+		out, err := dec.DecodeAll(raw, make([]byte, 0, loc.Raw))
+		if err != nil || len(out) != int(loc.Raw) {
+			return nil, fmt.Errorf("%s: %w", h, ErrCorrupt)
+		}
+		raw = out
+	default:
+		return nil, fmt.Errorf("%s: compression %d: %w", h, loc.Comp, ErrCorrupt)
+	}
+	return raw, nil
+}
+
+// lookup finds h in the index: inline bytes (format 1, or written there
+// by hand) win over a log location; the read-only tail comes last.
+func (b *Badger) lookup(h Hash, wantValue bool) (data []byte, loc Loc, found, inLog bool, err error) {
+	err = b.db.View(func(txn *badger.Txn) error {
+		err := badger.ErrKeyNotFound
+		var item *badger.Item
+		if b.inline || b.log == nil {
+			item, err = txn.Get(Key(h))
+		}
+		if err == nil {
+			found = true
+			if wantValue {
+				data, err = item.ValueCopy(nil)
+			}
+			return err
+		}
+		if l, ok := b.tail[h]; ok {
+			// Read-only: the log past the index (or all of it, when
+			// salvaging a store whose index may fail to read).
+			loc, found, inLog = l, true, true
+			return nil
+		}
+		if !errors.Is(err, badger.ErrKeyNotFound) || b.log == nil {
+			return err
+		}
+		item, err = txn.Get(logKey(h))
+		if err == nil {
+			found, inLog = true, true
+			v, err := item.ValueCopy(nil)
+			if err == nil {
+				loc, err = decodeLoc(v)
+			}
+			return err
+		}
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		err = nil
+	}
+	return data, loc, found, inLog, err
+}
+
+// eachLogged is Each over both prefixes (and the read-only tail), in hash
+// order, sizes as stored.
+func (b *Badger) eachLogged(fn func(h Hash, size int64) error) error {
+	type ent struct {
+		h    Hash
+		size int64
+	}
+	var all []ent
+	seen := map[Hash]bool{}
+	err := b.db.View(func(txn *badger.Txn) error {
+		for _, p := range []byte{KeyPrefix, LogPrefix} {
+			opts := badger.DefaultIteratorOptions
+			opts.PrefetchValues = false
+			opts.Prefix = []byte{p}
+			it := txn.NewIterator(opts)
+			for it.Rewind(); it.Valid(); it.Next() {
+				item := it.Item()
+				k := item.Key()
+				if len(k) != keyLen {
+					continue
+				}
+				var h Hash
+				copy(h[:], k[1:])
+				if seen[h] {
+					continue
+				}
+				seen[h] = true
+				size := item.ValueSize()
+				if p == LogPrefix {
+					if v, err := item.ValueCopy(nil); err == nil {
+						if l, err := decodeLoc(v); err == nil {
+							size = int64(l.Stored)
+						}
+					}
+				}
+				all = append(all, ent{h, size})
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for h, l := range b.tail {
+		if !seen[h] {
+			all = append(all, ent{h, int64(l.Stored)})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return string(all[i].h[:]) < string(all[j].h[:]) })
+	for _, e := range all {
+		if err := fn(e.h, e.size); err != nil {
+			return err
+		}
+	}
+	return nil
+}

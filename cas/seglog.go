@@ -1,0 +1,314 @@
+package cas
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The segment log (see doc.go, "Segment log"): append-only files in one
+// directory, each a header and then frames, one frame per commit.
+const (
+	segMagic      = "reynfsSG"
+	segFormat     = 2
+	segHeaderSize = 64
+	// SegmentSize is where the writer starts a new segment: a frame that
+	// would take the active segment past it goes into a new one (a frame
+	// bigger than this gets a segment of its own).
+	SegmentSize = 128 << 20
+
+	frameMagic      = 0x52464d32 // "RFM2"
+	frameHeaderSize = 32
+	// maxFrame bounds a frame's payload; a header claiming more is damage.
+	maxFrame = 1 << 31
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// segmentSize is SegmentSize, a variable so that tests can roll segments
+// without writing 128 MiB.
+var segmentSize int64 = SegmentSize
+
+// Pos is a position in the log: a segment number and a byte offset in it.
+type Pos struct {
+	Seg uint64
+	Off int64
+}
+
+func (p Pos) encode() []byte {
+	b := binary.BigEndian.AppendUint64(nil, p.Seg)
+	return binary.BigEndian.AppendUint64(b, uint64(p.Off))
+}
+
+func decodePos(b []byte) (Pos, error) {
+	if len(b) != 16 {
+		return Pos{}, fmt.Errorf("%w: log position of %d bytes, want 16", ErrDamaged, len(b))
+	}
+	return Pos{binary.BigEndian.Uint64(b), int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}
+
+// ErrDamaged: the log is damaged in a way a crash cannot explain (a bad
+// frame before a good one, a missing segment, another store's segment).
+var ErrDamaged = errors.New("store log damaged")
+
+func segName(n uint64) string { return fmt.Sprintf("%016x.seg", n) }
+
+// segHeader is the first segHeaderSize bytes of segment n of store id.
+func segHeader(n uint64, id string) []byte {
+	b := make([]byte, segHeaderSize)
+	copy(b, segMagic)
+	binary.BigEndian.PutUint32(b[8:], segFormat)
+	binary.BigEndian.PutUint64(b[12:], n)
+	b[20] = byte(copy(b[21:60], id))
+	binary.BigEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
+	return b
+}
+
+// checkSegHeader checks that b is the header of segment n of store id.
+func checkSegHeader(b []byte, n uint64, id string) error {
+	if len(b) < segHeaderSize || string(b[:8]) != segMagic ||
+		crc32.Checksum(b[:60], castagnoli) != binary.BigEndian.Uint32(b[60:]) {
+		return errors.New("bad segment header")
+	}
+	if f := binary.BigEndian.Uint32(b[8:]); f != segFormat {
+		return fmt.Errorf("segment format %d, want %d", f, segFormat)
+	}
+	if got := binary.BigEndian.Uint64(b[12:]); got != n {
+		return fmt.Errorf("header says segment %d", got)
+	}
+	l := int(b[20])
+	if got := string(b[21 : 21+min(l, 39)]); got != id {
+		return fmt.Errorf("segment of store %s, not %s", got, id)
+	}
+	return nil
+}
+
+// segLog is the directory of segments: one writer appends frames to the
+// active segment, readers pread from kept-open files.
+type segLog struct {
+	dir      string
+	dirf     *os.File
+	id       string
+	readOnly bool
+
+	mu     sync.Mutex // the writer: append, roll
+	active uint64     // segment number written now
+	end    int64      // its size: where the next frame starts
+	dirty  map[uint64]*os.File
+
+	syncMu sync.Mutex // one fdatasync round at a time
+
+	fault func(op string) error // crash tests: "frame", "catchup"
+
+	rmu   sync.RWMutex
+	files map[uint64]*os.File
+}
+
+// listSegments returns the segment numbers in dir, ascending.
+func listSegments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ns []uint64
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".seg") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(name, ".seg"), 16, 64)
+		if err != nil || segName(n) != name {
+			return nil, fmt.Errorf("%w: %s: not a segment name", ErrDamaged, filepath.Join(dir, name))
+		}
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return ns, nil
+}
+
+// openSegLog opens the log directory (creating it and a first segment
+// when create is set and it is missing).
+func openSegLog(dir, id string, readOnly, create bool) (*segLog, error) {
+	if create && !readOnly {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+	}
+	dirf, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	l := &segLog{dir: dir, dirf: dirf, id: id, readOnly: readOnly,
+		dirty: map[uint64]*os.File{}, files: map[uint64]*os.File{}}
+	return l, nil
+}
+
+func (l *segLog) path(n uint64) string { return filepath.Join(l.dir, segName(n)) }
+
+// file returns the open file of segment n, opening it on first use.
+func (l *segLog) file(n uint64) (*os.File, error) {
+	l.rmu.RLock()
+	f := l.files[n]
+	l.rmu.RUnlock()
+	if f != nil {
+		return f, nil
+	}
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	if f := l.files[n]; f != nil {
+		return f, nil
+	}
+	flags := os.O_RDWR
+	if l.readOnly {
+		flags = os.O_RDONLY
+	}
+	fd, err := unix.Openat(int(l.dirf.Fd()), segName(n), flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: l.path(n), Err: err}
+	}
+	f = os.NewFile(uintptr(fd), l.path(n))
+	l.files[n] = f
+	return f, nil
+}
+
+// create makes segment n (O_EXCL), writes its header and makes both the
+// file and its directory entry durable.
+func (l *segLog) create(n uint64) error {
+	fd, err := unix.Openat(int(l.dirf.Fd()), segName(n),
+		unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "create", Path: l.path(n), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), l.path(n))
+	if _, err := f.WriteAt(segHeader(n, l.id), 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write segment header: %w", err)
+	}
+	if err := unix.Fdatasync(fd); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("sync segment %s: %w", l.path(n), err)
+	}
+	if err := l.dirf.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("sync log directory: %w", err)
+	}
+	l.rmu.Lock()
+	l.files[n] = f
+	l.rmu.Unlock()
+	return nil
+}
+
+// resume makes segment n, which ends at end, the active one.
+func (l *segLog) resume(n uint64, end int64) {
+	l.active, l.end = n, end
+}
+
+// append writes one encoded frame (header included) at the end of the
+// active segment, rolling to a new segment first when the frame would
+// take it past SegmentSize. On a failed or short write the segment is cut
+// back to where the frame started. It returns where the frame starts.
+// The caller holds l.mu.
+func (l *segLog) append(frame []byte) (Pos, error) {
+	if l.readOnly {
+		return Pos{}, errors.New("log opened read-only")
+	}
+	if l.end > segHeaderSize && l.end+int64(len(frame)) > segmentSize {
+		if err := l.create(l.active + 1); err != nil {
+			return Pos{}, err
+		}
+		if f, err := l.file(l.active); err == nil {
+			l.dirty[l.active] = f // the old one's last frames still need a sync
+		}
+		l.active, l.end = l.active+1, segHeaderSize
+	}
+	f, err := l.file(l.active)
+	if err != nil {
+		return Pos{}, err
+	}
+	at := Pos{l.active, l.end}
+	if l.fault != nil && len(frame) > 1 {
+		// Crash tests: half the frame is written when "frame" fires.
+		if _, err := f.WriteAt(frame[:len(frame)/2], l.end); err == nil {
+			err = l.fault("frame")
+			if err != nil {
+				_ = f.Truncate(l.end)
+				return Pos{}, fmt.Errorf("append: injected fault: %w", err)
+			}
+		}
+	}
+	n, err := f.WriteAt(frame, l.end)
+	if err == nil && n != len(frame) {
+		err = fmt.Errorf("short write of %d of %d bytes", n, len(frame))
+	}
+	if err != nil {
+		if terr := f.Truncate(l.end); terr != nil {
+			err = fmt.Errorf("%w (and cutting it back: %v)", err, terr)
+		}
+		return Pos{}, fmt.Errorf("append to %s at %d: %w", f.Name(), l.end, err)
+	}
+	l.end += int64(len(frame))
+	l.dirty[l.active] = f
+	return at, nil
+}
+
+// sync fdatasyncs every segment written since the last sync: one device
+// flush unless the writer rolled to a new segment meanwhile.
+func (l *segLog) sync() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	dirty := l.dirty
+	l.dirty = make(map[uint64]*os.File, 1)
+	l.mu.Unlock()
+	for n, f := range dirty {
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return fmt.Errorf("sync %s: %w", l.path(n), err)
+		}
+	}
+	return nil
+}
+
+// readAt reads n bytes of segment seg at off.
+func (l *segLog) readAt(seg uint64, off int64, n int) ([]byte, error) {
+	f, err := l.file(seg)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	got, err := f.ReadAt(b, off)
+	if got == n {
+		return b, nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		// The index points past the end of the segment: the bytes are
+		// gone, which for the object is damage like a wrong hash.
+		err = fmt.Errorf("%d of %d bytes: %w", got, n, ErrCorrupt)
+	}
+	return nil, fmt.Errorf("read %s at %d: %w", f.Name(), off, err)
+}
+
+func (l *segLog) close() error {
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	var first error
+	for n, f := range l.files {
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
+		delete(l.files, n)
+	}
+	if err := l.dirf.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}

@@ -1,0 +1,106 @@
+package tree
+
+import (
+	"bytes"
+	"math/rand"
+	"syscall"
+	"testing"
+
+	"github.com/reynfs/reynfs/cas"
+)
+
+// ReadVec returns what ReadAt reads, for every mix of journaled chunks,
+// write buffers, holes, short chunks and the end of the file.
+func TestReadVecMatchesReadAt(t *testing.T) {
+	l, _ := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(1))
+	check := func(step int) {
+		t.Helper()
+		size := int(mustStat(t, l, st.Ino).Size)
+		for k := 0; k < 20; k++ {
+			off := rng.Intn(size + cas.ChunkSize)
+			n := rng.Intn(3*cas.ChunkSize) + 1
+			want := make([]byte, n)
+			wn, err := l.ReadAt(st.Ino, want, uint64(off))
+			if err != nil {
+				t.Fatal(err)
+			}
+			scratch := make([]byte, n)
+			vecs, gn, err := l.ReadVec(st.Ino, uint64(off), n, scratch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := bytes.Join(vecs, nil)
+			if gn != wn || len(got) != gn || !bytes.Equal(got, want[:wn]) {
+				t.Fatalf("step %d: ReadVec(%d, %d) = %d bytes (len %d), ReadAt %d; equal %v", step, off, n, gn, len(got), wn, bytes.Equal(got, want[:wn]))
+			}
+		}
+	}
+	for step := 0; step < 60; step++ {
+		switch rng.Intn(5) {
+		case 0, 1: // a write somewhere in the first eight chunks
+			p := make([]byte, rng.Intn(2*cas.ChunkSize)+1)
+			rng.Read(p)
+			if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, uint64(rng.Intn(8*cas.ChunkSize)), false); err != nil {
+				t.Fatal(err)
+			}
+		case 2:
+			if err := l.Flush(testCaller, st.Ino); err != nil { // journal the buffers
+				t.Fatal(err)
+			}
+		case 3:
+			if _, err := l.SetAttr(testCaller, st.Ino, SetAttrIn{Valid: SetSize, Size: uint64(rng.Intn(9 * cas.ChunkSize))}); err != nil {
+				t.Fatal(err)
+			}
+		case 4:
+			if err := l.Fallocate(testCaller, st.Ino, NoHandle, FallocPunchHole|FallocKeepSize, uint64(rng.Intn(6*cas.ChunkSize)), uint64(rng.Intn(3*cas.ChunkSize))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(step)
+	}
+}
+
+// A slice ReadVec returned keeps its bytes when the file is written
+// afterwards: write buffers are copied, journaled chunks are immutable.
+func TestReadVecStable(t *testing.T) {
+	l, _ := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := bytes.Repeat([]byte("a"), 2*cas.ChunkSize)
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, old, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(testCaller, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, []byte("bbbb"), cas.ChunkSize, false); err != nil {
+		t.Fatal(err)
+	}
+	vecs, n, err := l.ReadVec(st.Ino, 0, len(old), make([]byte, len(old)))
+	if err != nil || n != len(old) {
+		t.Fatal(n, err)
+	}
+	want := bytes.Join(vecs, nil)
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, bytes.Repeat([]byte("c"), len(old)), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := bytes.Join(vecs, nil); !bytes.Equal(got, want) || !bytes.Equal(got[cas.ChunkSize:cas.ChunkSize+4], []byte("bbbb")) {
+		t.Error("a later write changed the bytes a ReadVec had returned")
+	}
+}
+
+func mustStat(t *testing.T, l *Live, ino uint64) Stat {
+	t.Helper()
+	st, err := l.GetAttr(ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
