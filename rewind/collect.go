@@ -34,7 +34,9 @@ import (
 //     and restored trees, agent states), the live tree's hashes and the
 //     extra roots (the write-back base);
 //  5. sweeps the rest in small locked batches (cas Sweep), pausing
-//     between them, and gives the space back (Badger's value-log GC).
+//     between them, and gives the space back: the segments that are now
+//     mostly garbage are rewritten and removed (cas Compact), and Badger's
+//     value log (records of more than a KiB) is collected.
 //
 // A crash at any step leaves garbage, never a retained state that names a
 // missing object: floors go up before anything below them goes, and
@@ -222,6 +224,13 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 		return res, fmt.Errorf("collect: %w", err)
 	}
 	o.at("swept")
+	// Give the space back: segments that are mostly garbage now are
+	// rewritten and removed (a store of format 1 has none).
+	cr, err := objs.Compact(o.step, o.Pause)
+	res.Segments, res.SegmentBytes, res.MovedBytes = cr.Segments, cr.FreedBytes, cr.MovedBytes
+	if err != nil {
+		return res, fmt.Errorf("collect: %w", err)
+	}
 	if res.ObjectBytes >= 1<<20 && sealedValueLogs(j.DB().Opts().Dir) {
 		// Give the space back. A run rewrites up to half a value-log file
 		// into the active one: back that with blocks first, or stop (on a

@@ -60,6 +60,10 @@ type RetainResult struct {
 	Skipped  bool   `json:"skipped,omitempty"`           // the floors had not moved: no mark, no sweep
 	DiskFrom int64  `json:"disk_bytes_before,omitempty"` // the store's size on disk (set by the daemon)
 	DiskTo   int64  `json:"disk_bytes_after,omitempty"`
+	// The segment log's compaction (cas Compact).
+	Segments     int   `json:"segments_removed"`
+	SegmentBytes int64 `json:"segment_bytes_freed"`
+	MovedBytes   int64 `json:"moved_bytes"` // live bytes copied forward
 }
 
 // droppedGens returns how many generations earlier collections dropped
