@@ -99,23 +99,31 @@
 // Delete drops the index entries; the segment bytes stay until a
 // compactor rewrites the segment.
 //
-// # What a compactor must do
+// # Collection: sweep and compaction
 //
-// Reclaiming space is a later step. A compactor picks a sealed segment
-// (never the active one), and for each blob entry in it whose 'l' entry
-// still points into that segment (the index, not the segment, says what
-// is live) appends the bytes to the active segment as a new frame through
-// Commit's writer lock, pointing the 'l' entry at the copy in the same
-// index batch. Record entries need no copy: the journal's records and
-// meta live in Badger; the log holds them only until the index is
-// durable. Before deleting the old segment it must wait for an index
-// checkpoint (db.Sync) that started after the last re-pointing, and make
-// "m/logpos" lie past the segment, or a catch-up could replay frames
-// whose index writes point into a deleted file. Then unlink the segment
-// and fsync the log directory. A missing segment before "m/logpos" is
-// normal after that; one at or after it is damage. Per-segment live-byte
-// counts (bumped by Commit, dropped by Delete) would let it pick segments
-// without scanning; the index keeps no such counts yet.
+// The collector (rewind/collect.go) marks what retained history reaches
+// and deletes the rest with Sweep, in locked batches. While it runs, the
+// store notes every hash a writer writes or deduplicates (Put, Commit,
+// AddToBatch) and Sweep spares those (guard.go): a commit that
+// deduplicates against an object the mark did not see never loses it.
+//
+// Compact (compact.go) then gives the bytes back, like restic's prune: a
+// segment whose live bytes (what 'l' entries still point at; the index,
+// not the segment, says what is live) are under half its size is
+// rewritten. The active segment qualifies once it is 8 MiB or more: it is
+// sealed first (a new active segment is started). For each such segment,
+// the live blobs are read, checked against their hash, and appended to
+// the active segment as blob-only frames through Commit's writer lock,
+// the 'l' entries still pointing at the old location switched to the
+// copies and "m/logpos" moved past the frame in the same index write
+// (under the guard's lock, so no sweep batch interleaves). Then the log
+// and the index are synced (a checkpoint), "m/logpos" made to lie past
+// the segment (a marker frame if no copy moved it), and the segment is
+// unlinked and the log directory synced; its open file is closed a moment
+// later, for a reader that looked up an old location just before the
+// switch. A crash before the unlink leaves every object readable at its
+// old or its new location, in the index once; a missing segment before
+// "m/logpos" is normal after a compaction, one at or after it is damage.
 //
 // # Verification on read
 //

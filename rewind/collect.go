@@ -34,7 +34,9 @@ import (
 //     and restored trees, agent states), the live tree's hashes and the
 //     extra roots (the write-back base);
 //  5. sweeps the rest in small locked batches (cas Sweep), pausing
-//     between them, and gives the space back (Badger's value-log GC).
+//     between them, and gives the space back: the segments that are now
+//     mostly garbage are rewritten and removed (cas Compact), and Badger's
+//     value log (records of more than a KiB) is collected.
 //
 // A crash at any step leaves garbage, never a retained state that names a
 // missing object: floors go up before anything below them goes, and
@@ -54,6 +56,10 @@ type CollectOptions struct {
 	Now time.Time
 	// Pause runs between two sweep batches (nil: none).
 	Pause func()
+	// IfMoved skips the mark and the sweep when the floors stand where
+	// the last collection left them (the daemon's periodic run: a mark
+	// reads every retained tree, and nothing became garbage meanwhile).
+	IfMoved bool
 	// step, when set, is called after each step that changes the store
 	// (crash tests kill the process there).
 	step func(name string)
@@ -95,6 +101,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 		return nil, err
 	}
 	res := &RetainResult{AlreadyFloor: old}
+	prev := loadFloors(j)
 	var fl Floors
 	var kept []Gen
 	var liveHashes []cas.Hash
@@ -143,6 +150,13 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 		return nil, fmt.Errorf("collect: %w", err)
 	}
 	res.Floor, res.Floors = fl.Seq, fl
+	if o.IfMoved && o.Keep == 0 && fl.Seq == old && prev.Seq == old && fl.Gen == prev.Gen {
+		// Objects become garbage when the floors pass the records and
+		// generations that named them: nothing new to collect.
+		res.Skipped = true
+		res.TookNs = int64(time.Since(start))
+		return res, nil
+	}
 	gens, err := Timeline(j)
 	if err != nil {
 		return nil, err
@@ -210,6 +224,13 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 		return res, fmt.Errorf("collect: %w", err)
 	}
 	o.at("swept")
+	// Give the space back: segments that are mostly garbage now are
+	// rewritten and removed (a store of format 1 has none).
+	cr, err := objs.Compact(o.step, o.Pause)
+	res.Segments, res.SegmentBytes, res.MovedBytes = cr.Segments, cr.FreedBytes, cr.MovedBytes
+	if err != nil {
+		return res, fmt.Errorf("collect: %w", err)
+	}
 	if res.ObjectBytes >= 1<<20 && sealedValueLogs(j.DB().Opts().Dir) {
 		// Give the space back. A run rewrites up to half a value-log file
 		// into the active one: back that with blocks first, or stop (on a

@@ -133,10 +133,14 @@ func TestCollectWindows(t *testing.T) {
 	if _, err := Resolve(w.j, "g1"); !errors.Is(err, ErrNotRetained) {
 		t.Errorf("g1 after the collection: %v", err)
 	}
-	// A second collection changes nothing.
+	// A second collection changes nothing; the daemon's periodic one
+	// (IfMoved) does not even mark.
 	again, err := w.rw.Collect(CollectOptions{})
-	if err != nil || again.Objects != 0 || again.Records != 0 || again.DroppedGens != 0 || again.Floor != auto {
+	if err != nil || again.Objects != 0 || again.Records != 0 || again.DroppedGens != 0 || again.Floor != auto || again.Skipped {
 		t.Errorf("second collection: %+v, %v", again, err)
+	}
+	if skip, err := w.rw.Collect(CollectOptions{IfMoved: true}); err != nil || !skip.Skipped {
+		t.Errorf("periodic collection with the floors unmoved: %+v, %v", skip, err)
 	}
 	// The live tree still reads c.
 	st, err := w.live.Lookup(tree.RootIno, "c")

@@ -57,8 +57,13 @@ type RetainResult struct {
 	Spared   int    `json:"spared_objects"` // condemned objects a writer reused meanwhile
 	Policy   string `json:"policy,omitempty"`
 	TookNs   int64  `json:"took_ns"`
+	Skipped  bool   `json:"skipped,omitempty"`           // the floors had not moved: no mark, no sweep
 	DiskFrom int64  `json:"disk_bytes_before,omitempty"` // the store's size on disk (set by the daemon)
 	DiskTo   int64  `json:"disk_bytes_after,omitempty"`
+	// The segment log's compaction (cas Compact).
+	Segments     int   `json:"segments_removed"`
+	SegmentBytes int64 `json:"segment_bytes_freed"`
+	MovedBytes   int64 `json:"moved_bytes"` // live bytes copied forward
 }
 
 // droppedGens returns how many generations earlier collections dropped

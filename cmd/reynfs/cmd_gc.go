@@ -46,6 +46,10 @@ after the oldest of them. A rewind, restore, diff or view below the floor is ref
 			}
 			fmt.Printf("%s %d objects (%s), %d records, %d generations; kept %d generations and %d objects\n",
 				verb, r.Objects, human(r.ObjectBytes), r.Records, r.DroppedGens, r.Generations, r.KeptObjects)
+			if r.Segments > 0 {
+				fmt.Printf("rewrote %d log segments: %s freed, %s of live objects copied forward\n",
+					r.Segments, human(r.SegmentBytes), human(r.MovedBytes))
+			}
 			if r.DiskFrom > 0 && !dry {
 				fmt.Printf("store on disk: %s before, %s after\n", human(r.DiskFrom), human(r.DiskTo))
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,6 +50,20 @@ type gcJSON struct {
 	DiskTo   int64 `json:"disk_bytes_after"`
 }
 
+// duKiB is du -sk of path.
+func duKiB(t *testing.T, path string) int64 {
+	t.Helper()
+	out, err := exec.Command("du", "-sk", path).Output()
+	if err != nil {
+		t.Fatalf("du -sk %s: %v", path, err)
+	}
+	var kib int64
+	if _, err := fmt.Sscan(string(out), &kib); err != nil {
+		t.Fatalf("du -sk %s: %q: %v", path, out, err)
+	}
+	return kib
+}
+
 // writeUnique writes n files of size bytes of random data under dir.
 func writeUnique(t *testing.T, dir, prefix string, n, size int) {
 	t.Helper()
@@ -87,6 +102,7 @@ func TestRetentionLive(t *testing.T) {
 	removeUnique(t, dir, "big", files)
 	checkpointSeq(t, m, "deleted")
 
+	before := duKiB(t, m.Store)
 	var g gcJSON
 	out := retainRun(t, m, "gc", "--json")
 	if err := json.Unmarshal([]byte(out), &g); err != nil {
@@ -96,7 +112,11 @@ func TestRetentionLive(t *testing.T) {
 		t.Fatalf("gc freed %d objects (%d bytes), %d records, %d generations, floor %d; want the %d bytes written, the floor past seq %d",
 			g.Objects, g.ObjectBytes, g.Records, g.DroppedGens, g.Floor, files*size, data)
 	}
-	t.Logf("gc: %d objects, %d MiB; store %d -> %d MiB", g.Objects, g.ObjectBytes>>20, g.DiskFrom>>20, g.DiskTo>>20)
+	after := duKiB(t, m.Store)
+	t.Logf("gc: %d objects, %d MiB; store %d -> %d KiB (du -sk)", g.Objects, g.ObjectBytes>>20, before, after)
+	if freed := before - after; freed < files*size/1024*8/10 {
+		t.Errorf("du -sk of the store: %d KiB before gc, %d after; want at least 80%% of the %d KiB deleted back", before, after, files*size/1024)
+	}
 
 	r := m.Run("rewind", fmt.Sprint(data), "--dir", m.Dir)
 	if r.Code != 2 || !strings.Contains(r.Stderr, "below the retention floor") ||

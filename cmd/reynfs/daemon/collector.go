@@ -49,6 +49,11 @@ func stopCollector(j *journal.Journal) {
 // keep generations of the current path and all after the oldest of them.
 // Mounted, writers go on meanwhile.
 func (s *Service) GC(keep int, dry bool) (*rewind.RetainResult, error) {
+	return s.collect(rewind.CollectOptions{Keep: keep, Dry: dry})
+}
+
+func (s *Service) collect(o rewind.CollectOptions) (*rewind.RetainResult, error) {
+	keep := o.Keep
 	c := collectingOf(s.J)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -69,7 +74,7 @@ func (s *Service) GC(keep int, dry bool) (*rewind.RetainResult, error) {
 			extra = append(extra, h)
 		}
 	}
-	o := rewind.CollectOptions{Keep: keep, Dry: dry, Extra: extra}
+	o.Extra = extra
 	dir := s.J.DB().Opts().Dir
 	before := storeBytes(dir)
 	var res *rewind.RetainResult
@@ -135,7 +140,7 @@ func (d *Daemon) collector() {
 			continue
 		}
 		last = time.Now()
-		res, err := d.svc.GC(0, false)
+		res, err := d.svc.collect(rewind.CollectOptions{IfMoved: true})
 		if err != nil {
 			select {
 			case <-d.done:
