@@ -43,6 +43,8 @@ type Badger struct {
 
 	guard guard // spares from a sweep what writers rely on (guard.go)
 
+	afterLookup func() // tests: runs in Get between the lookup and the read
+
 	// The segment log of a format-2 store (logstore.go); nil for a store
 	// of objects inline in Badger.
 	log    *segLog
@@ -72,11 +74,23 @@ func (b *Badger) Get(h Hash) ([]byte, error) {
 	}
 	epoch := b.cache.currentEpoch()
 	data, loc, found, inLog, err := b.lookup(h, true)
+	if b.afterLookup != nil {
+		b.afterLookup()
+	}
 	if err == nil && !found {
 		return nil, fmt.Errorf("get %s: %w", h.Short(), ErrNotFound)
 	}
 	if err == nil && inLog {
 		data, err = b.getLogged(h, loc)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			// The compactor may have moved the object and retired its
+			// segment between the lookup and the read: the index then
+			// names the copy.
+			var again Loc
+			if _, again, found, inLog, _ = b.lookup(h, true); found && inLog && again != loc {
+				data, err = b.getLogged(h, again)
+			}
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", h.Short(), err)

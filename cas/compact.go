@@ -48,7 +48,8 @@ const compactFrameBytes = 4 << 20
 const minRollBytes = 8 << 20
 
 // retireDelay is how long an unlinked segment's open file stays readable
-// for a reader that looked its location up just before the switch.
+// for a reader that looked its location up just before the switch; a Get
+// that reads later than that looks the object up again (Badger.Get).
 const retireDelay = 200 * time.Millisecond
 
 // CompactResult says what Compact did.
