@@ -103,21 +103,7 @@ func OpenLogged(db *badger.DB, logDir string, o LogOptions) (*Badger, error) {
 // unless keepDamaged is set, when it is only reported in Tail.Damage.
 func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	l := b.log
-	var from Pos
-	err := b.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(KeyLogPos)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		if err == nil {
-			from, err = decodePos(v)
-		}
-		return err
-	})
+	from, err := b.logPos()
 	if err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
