@@ -13,11 +13,14 @@ func (f *FS) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse
 	if isView(in.NodeId) && f.views != nil && f.viewDenied(&in.InHeader) {
 		return fuse.EACCES
 	}
+	// The epoch before the listing: a rewind in between makes the
+	// handle stale, so its listing is read again, never served old.
+	e := f.live.Epoch()
 	ents, parent, err := f.list(in.NodeId)
 	if err != nil {
 		return f.status("opendir", err)
 	}
-	fh := f.newHandle(in.NodeId, 0)
+	fh := f.newHandle(in.NodeId, e, 0)
 	h := f.handle(fh)
 	h.dir, h.parent, h.listed = ents, parent, true
 	out.Fh = fh

@@ -25,8 +25,10 @@ type handle struct {
 
 func (h *handle) stale() bool { return h.epoch != h.f.live.Epoch() }
 
-func (f *FS) newHandle(ino uint64, flags uint32) uint64 {
-	h := &handle{f: f, ino: ino, epoch: f.live.Epoch(), appending: flags&syscall.O_APPEND != 0}
+// newHandle registers a handle of ino opened in epoch e: for a file, the
+// epoch live.Open returned with it, never one read afterwards.
+func (f *FS) newHandle(ino uint64, e tree.Epoch, flags uint32) uint64 {
+	h := &handle{f: f, ino: ino, epoch: e, appending: flags&syscall.O_APPEND != 0}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nextFh++
@@ -84,12 +86,13 @@ func (f *FS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse
 	if err != nil {
 		return f.status("create", err)
 	}
-	if _, err := f.live.Open(st.Ino); err != nil {
+	_, e, err := f.live.Open(st.Ino)
+	if err != nil {
 		f.live.Forget(st.Ino, 1) // the reply carries no entry
 		return f.status("create", err)
 	}
 	f.fillEntry(&st, &out.EntryOut)
-	out.Fh = f.newHandle(st.Ino, in.Flags)
+	out.Fh = f.newHandle(st.Ino, e, in.Flags)
 	out.OpenFlags = openFlagsFor(in.Flags)
 	return fuse.OK
 }
@@ -102,14 +105,14 @@ func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.St
 		if in.Flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 			return fuse.EROFS
 		}
-		out.Fh = f.newHandle(in.NodeId, 0)
+		out.Fh = f.newHandle(in.NodeId, f.live.Epoch(), 0)
 		out.OpenFlags = openFlagsFor(syscall.O_RDONLY)
 		if in.NodeId == viewTimelne {
 			out.OpenFlags = fuse.FOPEN_DIRECT_IO // it grows with every generation
 		}
 		return fuse.OK
 	}
-	a, err := f.live.Open(in.NodeId)
+	a, e, err := f.live.Open(in.NodeId)
 	if err != nil {
 		return f.status("open", err)
 	}
@@ -117,7 +120,7 @@ func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.St
 		f.live.Release(in.NodeId)
 		return fuse.EISDIR
 	}
-	out.Fh = f.newHandle(in.NodeId, in.Flags)
+	out.Fh = f.newHandle(in.NodeId, e, in.Flags)
 	out.OpenFlags = openFlagsFor(in.Flags)
 	return fuse.OK
 }

@@ -436,16 +436,20 @@ func (l *Live) NextIno() uint64 {
 	return l.nextIno
 }
 
-// Open counts an open handle of ino so it outlives its last name.
-func (l *Live) Open(ino uint64) (Attr, error) {
+// Open counts an open handle of ino so it outlives its last name. It
+// returns the epoch the handle belongs to, read under the same lock as the
+// node: an epoch read after Open returned could be a rewind's, and a
+// handle opened on the discarded future would then write into the new
+// tree (invariant 5).
+func (l *Live) Open(ino uint64) (Attr, Epoch, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n, err := l.node(ino)
 	if err != nil {
-		return Attr{}, err
+		return Attr{}, NoHandle, err
 	}
 	l.opens[ino]++
-	return n.Attr, nil
+	return n.Attr, l.epoch, nil
 }
 
 // Release drops an open handle; an unlinked file goes with its last one.

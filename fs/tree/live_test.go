@@ -54,7 +54,7 @@ func TestLiveUnlinkedStaysWhileReferenced(t *testing.T) {
 	if err != nil || got.Nlink != 0 {
 		t.Fatalf("getattr of an unlinked referenced inode: %+v, %v", got, err)
 	}
-	if _, err := l.Open(st.Ino); err != nil {
+	if _, _, err := l.Open(st.Ino); err != nil {
 		t.Fatalf("open of an unlinked referenced inode: %v", err)
 	}
 	l.Forget(st.Ino, 2)
@@ -150,7 +150,7 @@ func TestLiveUnlinkKeepsBufferedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Open(st.Ino); err != nil {
+	if _, _, err := l.Open(st.Ino); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, []byte("buffered"), 0, false); err != nil {

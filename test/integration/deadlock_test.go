@@ -303,7 +303,7 @@ func TestStaleHandleWritesNeverLand(t *testing.T) {
 	const rounds = 50
 	bad := 0
 	for round := range rounds {
-		var wg sync.WaitGroup
+		var wg, started sync.WaitGroup
 		var hs []*os.File
 		stale := []byte(fmt.Sprintf("STALE %d ", round))
 		for i := range 2 * files {
@@ -313,10 +313,18 @@ func TestStaleHandleWritesNeverLand(t *testing.T) {
 			}
 			hs = append(hs, h)
 			wg.Add(1)
+			started.Add(1)
 			go func() {
 				defer wg.Done()
 				fd := int(h.Fd())
 				for n := 0; n < 200000; n++ {
+					if n == 1 {
+						// One change journaled before the rewind starts: it
+						// then has a future to discard, not the target state
+						// it would answer "already at" to without a swap.
+						_ = h.Sync()
+						started.Done()
+					}
 					var err error
 					switch {
 					case i < files:
@@ -329,15 +337,23 @@ func TestStaleHandleWritesNeverLand(t *testing.T) {
 						err = unix.Fallocate(fd, 0, 0, int64(len(want)*2))
 					}
 					if err != nil {
+						if n == 0 {
+							t.Errorf("round %d: writer %d failed before the rewind: %v", round, i, err)
+							started.Done()
+						}
 						return // ESTALE once the rewind swapped
 					}
 				}
 			}()
 		}
+		started.Wait()
 		time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
 		r := runWithin(t, m, 20*time.Second, rwRewindArgs(m, strconv.FormatUint(base, 10))...)
 		if r.Code != 0 {
 			t.Fatalf("round %d: rewind: exit %d: %s", round, r.Code, r.Stderr)
+		}
+		if strings.Contains(r.Stdout, "already at") {
+			t.Fatalf("round %d: the rewind was a no-op (%q) though every writer had journaled a change: the round tests nothing", round, strings.TrimSpace(r.Stdout))
 		}
 		wg.Wait() // every writer stops at its first ESTALE
 		for _, h := range hs {

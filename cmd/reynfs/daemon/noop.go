@@ -19,23 +19,26 @@ import (
 //
 // On a mounted workspace the buffered writes are journaled first, and the
 // kernel's dirty mapped pages brought in before that (outside every lock,
-// invariant 12), or a rewind meant to drop them would be skipped.
+// invariant 12), or a rewind meant to drop them would be skipped. The
+// flush and the check hold the live tree's lock together: a write
+// buffered between them would be in the tree but not in the journal the
+// check reads, and the answer "already there" would be false when given.
 func (s *Service) AlreadyAt(seq uint64) (bool, error) {
 	if s.RW != nil && s.RW.Inv != nil {
 		if err := s.RW.Inv.WriteBack(); err != nil {
 			return false, err
 		}
 	}
-	if s.Live != nil {
-		s.Live.Lock()
-		err := s.Live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"})
-		s.Live.Unlock()
-		if err != nil {
-			return false, err
-		}
-		if err := s.J.Sync(); err != nil { // Iter reads committed records
-			return false, err
-		}
+	if s.Live == nil {
+		return alreadyAt(s.J, seq)
+	}
+	s.Live.Lock()
+	defer s.Live.Unlock()
+	if err := s.Live.FlushAllLocked(tree.Caller{Comm: "reynfs-rewind"}); err != nil {
+		return false, err
+	}
+	if err := s.J.Sync(); err != nil { // Iter reads committed records
+		return false, err
 	}
 	return alreadyAt(s.J, seq)
 }
