@@ -186,6 +186,10 @@
 //     since its last checkpoint, and catch-up replays them from the log.
 //   - a power cut that lost synced log data (a lying disk): the journal
 //     ends before the manifest's durable seq: refused as lost history.
+//   - a power cut that wrote a later page of Badger's mapped WAL and not
+//     an earlier one: refused as damage (scanLogs); `reynfs fsck --repair`
+//     (Repair, repair.go) keeps a copy, cuts the newest WAL where replay
+//     stops and catches the index up from the log (TestRepairTornWAL).
 //
 // Options.ReadOnly keeps the shadow open as the journal, with the tail
 // read over Badger (records, resets, meta, and objects through cas):

@@ -265,22 +265,37 @@ func scanLogs(dir string) ([]logScan, error) {
 		mems = append(mems, newest)
 	}
 	var out []logScan
-	var first error
+	var failed, damaged error
 	for _, name := range mems {
 		s, err := scanLog(filepath.Join(dir, name))
 		if err != nil {
-			if first == nil {
-				first = err
+			if failed == nil {
+				failed = err
 			}
 			continue
 		}
 		out = append(out, s)
-		if s.Damage != "" && first == nil {
-			first = fmt.Errorf("%w: Badger log %s: %s (the store was not modified; `reynfs fsck --salvage` reads what is intact)", ErrCorrupt, name, s.Damage)
+		if s.Damage != "" && damaged == nil {
+			damaged = logDamage{fmt.Errorf("%w: Badger log %s: %s (the store was not modified; `reynfs fsck --repair` rebuilds Badger's index from the segment log, `reynfs fsck --salvage OUTDIR` reads what is intact)",
+				ErrCorrupt, name, s.Damage)}
 		}
 	}
-	if first != nil && !errors.Is(first, ErrCorrupt) {
-		first = fmt.Errorf("%w: %v", ErrCorrupt, first)
+	if failed != nil {
+		if !errors.Is(failed, ErrCorrupt) {
+			failed = fmt.Errorf("%w: %v", ErrCorrupt, failed)
+		}
+		return out, failed // a log that could not be read comes first: Repair cannot help it
 	}
-	return out, first
+	return out, damaged
+}
+
+// logDamage is a scanLogs error that is damage inside a Badger log
+// (Repair's to cut), not a log it could not read.
+type logDamage struct{ error }
+
+func (e logDamage) Unwrap() error { return e.error }
+
+func isLogDamage(err error) bool {
+	var d logDamage
+	return errors.As(err, &d)
 }

@@ -31,6 +31,10 @@ type Options struct {
 	// Damaged, with ReadOnly, opens a store that Open would refuse as
 	// damaged, for fsck and salvage; Damage lists what was found.
 	Damaged bool
+	// repairLogs (Repair) opens a store whose only damage is in Badger's
+	// logs, which Repair has copied: Badger truncates them where its
+	// replay stops and the index catches up from the segment log.
+	repairLogs bool
 }
 
 // maxBatchBytes bounds what one commit carries; Enqueue waits while the

@@ -29,7 +29,7 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		}
 		return err
 	}
-	if _, err := scanLogs(dir); err != nil {
+	if _, err := scanLogs(dir); err != nil && !(opts.repairLogs && isLogDamage(err)) {
 		if err := note(err); err != nil {
 			return nil, nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -18,13 +19,14 @@ import (
 type fsckOptions struct {
 	storeOptions
 	salvage string
+	repair  bool
 	asJSON  bool
 }
 
 func newFsckCommand() *cobra.Command {
 	var o fsckOptions
 	cmd := &cobra.Command{
-		Use:   "fsck [DIR] [--store STORE] [--salvage OUTDIR] [--json]",
+		Use:   "fsck [DIR] [--store STORE] [--repair] [--salvage OUTDIR] [--json]",
 		Short: "Check an unmounted store: re-hash every object, rebuild every generation",
 		Long: `Check the store of the workspace DIR (default: the current directory) without
 modifying it: re-hash every stored object, decode every retained journal record, walk
@@ -36,6 +38,14 @@ manifest's durable marks. A mounted store is refused (unmount it first).
 readable generation) into OUTDIR, a new directory: every readable file, with
 unreadable 64 KiB ranges left as holes, and lists what it could not write. The
 store itself is only read.
+
+--repair first repairs what can be rebuilt from the store's segment log: a Badger
+write-ahead log damaged past the point where its replay stops (as a power cut can
+leave the one being written), which mount refuses. A copy of the damaged file is
+kept beside the store (db.damaged-TIME/); Badger cuts it where its replay stops and
+the index is caught up from the segment log. Every whole entry found past the
+damage is looked up afterwards; one the store does not have again is reported as
+damage. Then the check runs as without --repair.
 
 Exit codes: 0 the store is sound, 1 damage found (and listed), 3 the store is mounted
 or in use, 4 the store cannot be opened at all.`,
@@ -50,6 +60,7 @@ or in use, 4 the store cannot be opened at all.`,
 	}
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
 	cmd.Flags().StringVar(&o.salvage, "salvage", "", "write the newest readable state into `OUTDIR`")
+	cmd.Flags().BoolVar(&o.repair, "repair", false, "first rebuild a damaged Badger log's entries from the segment log (keeps a copy)")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -58,6 +69,7 @@ or in use, 4 the store cannot be opened at all.`,
 type fsckResult struct {
 	Store   string                `json:"store"`
 	Tables  int                   `json:"tables"`
+	Repair  *journal.RepairResult `json:"repair,omitempty"`
 	Report  *rewind.FsckReport    `json:"report"`
 	Salvage *rewind.SalvageResult `json:"salvage,omitempty"`
 	// SalvageError: nothing could be salvaged, and why.
@@ -87,12 +99,18 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 	if err := checkStoreExists(dir, store); err != nil {
 		return err
 	}
+	res := fsckResult{Store: store}
+	if o.repair {
+		res.Repair, err = journal.Repair(db, journal.Options{Logger: zerolog.Nop()}, rewind.Reindex)
+		if err != nil {
+			return err
+		}
+	}
 	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: true, Damaged: true})
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	res := fsckResult{Store: store}
 	res.Report, err = rewind.Fsck(j)
 	if err != nil {
 		return err
@@ -106,6 +124,10 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 		if res.Salvage, err = rewind.Salvage(j, o.salvage); err != nil {
 			res.SalvageError = oneLine(err.Error()) // the report still prints
 		}
+	}
+	if r := res.Repair; r != nil && len(r.Missing) > 0 {
+		res.Report.Store = append(res.Report.Store, fmt.Sprintf("%d keys written past the damage did not come back from the segment log: %s (the damaged log is in %s)",
+			len(r.Missing), strings.Join(r.Missing, ", "), r.Copies))
 	}
 	res.Damaged = res.Report.Damaged()
 	if o.asJSON {
@@ -127,6 +149,17 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 func printFsck(res *fsckResult) {
 	r := res.Report
 	fmt.Printf("store:       %s\n", res.Store)
+	if rr := res.Repair; rr != nil {
+		if len(rr.Logs) == 0 {
+			fmt.Println("repair:      no damaged Badger log, nothing to repair")
+		}
+		for _, l := range rr.Logs {
+			fmt.Printf("repaired:    Badger log %s: %s; cut at offset %d (%d whole entries past the damage)\n", l.File, l.Damage, l.Cut, l.Past)
+		}
+		if len(rr.Logs) > 0 {
+			fmt.Printf("repaired:    %d keys written past the damage are back from the segment log, %d not; the damaged logs as they were: %s\n", rr.Restored, len(rr.Missing), rr.Copies)
+		}
+	}
 	fmt.Printf("tables:      %d verified\n", res.Tables)
 	fmt.Printf("objects:     %d re-hashed (%s), %d bad\n", r.Objects, human(r.ObjectBytes), len(r.BadObjects))
 	fmt.Printf("records:     %d decoded\n", r.Records)
