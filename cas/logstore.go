@@ -111,7 +111,7 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	if keepDamaged && l.readOnly {
 		// Salvage: read the whole log, so that what a damaged index
 		// lost (an unreadable table, say) is found in the log itself.
-		from = Pos{}
+		from, b.salvaged = Pos{}, &indexed
 	}
 	res, err := l.scan(from)
 	if err != nil {

@@ -22,6 +22,29 @@ type FsckReport struct {
 	damaged     map[cas.Hash]error
 	memo        map[cas.Hash][]PathDamage
 	store       cas.Store
+	idx         indexer           // nil: the store cannot tell (see unindexed)
+	fresh       map[cas.Hash]bool // the head's objects not stored (its Root)
+}
+
+// indexer is cas.Badger's Indexed: fsck opens a store to salvage from it,
+// reading the whole log, and must still report an object the tree needs
+// that a mount would not find.
+type indexer interface{ Indexed(cas.Hash) (bool, error) }
+
+// errUnindexed: the object is in the log, not in the index.
+var errUnindexed = errors.New("in the log but not in the index, so a mount cannot read it (swept by the collector, or lost with a damaged table)")
+
+// unindexed reports an object a retained tree needs that only a salvage
+// read of the log finds.
+func (r *FsckReport) unindexed(h cas.Hash) error {
+	if r.idx == nil || r.fresh[h] {
+		return nil
+	}
+	ok, err := r.idx.Indexed(h)
+	if err == nil && !ok {
+		err = errUnindexed
+	}
+	return err
 }
 
 // BadObject is a stored object whose bytes do not hash to its name, or
@@ -72,6 +95,7 @@ func (r *FsckReport) Damaged() bool {
 func Fsck(j *journal.Journal) (*FsckReport, error) {
 	r := &FsckReport{Store: j.Damage(), damaged: map[cas.Hash]error{}, memo: map[cas.Hash][]PathDamage{}, store: j.Objects()}
 	objs := j.Objects()
+	r.idx = objs
 	var hashes []cas.Hash
 	if err := objs.Each(func(h cas.Hash, _ int64) error {
 		hashes = append(hashes, h)
@@ -122,6 +146,10 @@ func Fsck(j *journal.Journal) (*FsckReport, error) {
 		} else {
 			r.Head.Root = root.String()
 			r.store = NewOverlay(objs, blobs)
+			r.fresh = make(map[cas.Hash]bool, len(blobs))
+			for _, b := range blobs {
+				r.fresh[b.Hash] = true
+			}
 			r.Head.Damaged = r.paths(root)
 		}
 	}
@@ -164,6 +192,9 @@ func (r *FsckReport) inode(h cas.Hash) []PathDamage {
 		r.memo[h] = out
 		return out
 	}
+	if err := r.unindexed(h); err != nil {
+		out = append(out, PathDamage{Problem: fmt.Sprintf("inode object %s: %v", h.Short(), err)})
+	}
 	bad := 0
 	var first string
 	for i, c := range in.Chunks {
@@ -205,5 +236,5 @@ func (r *FsckReport) chunk(c cas.Hash) error {
 	if !ok {
 		return cas.ErrNotFound
 	}
-	return nil
+	return r.unindexed(c)
 }
