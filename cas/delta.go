@@ -126,6 +126,12 @@ func DeltaTargetLen(delta []byte) (int, error) {
 // made for a base of another length, one whose target is longer than limit,
 // and any op that reaches outside the base or the delta (ErrBadDelta).
 func Undelta(base, delta []byte, limit int) ([]byte, error) {
+	return undeltaInto(nil, base, delta, limit)
+}
+
+// undeltaInto is Undelta appending to dst[:0] (its capacity reused when
+// it suffices); dst must not overlap base.
+func undeltaInto(dst, base, delta []byte, limit int) ([]byte, error) {
 	bad := func(what string, at int) error {
 		return fmt.Errorf("%w: %s at byte %d", ErrBadDelta, what, at)
 	}
@@ -146,7 +152,10 @@ func Undelta(base, delta []byte, limit int) ([]byte, error) {
 	if !ok || tl > uint64(limit) {
 		return nil, bad(fmt.Sprintf("target length (at most %d)", limit), i)
 	}
-	out := make([]byte, 0, int(tl))
+	out := dst[:0]
+	if cap(out) < int(tl) {
+		out = make([]byte, 0, int(tl))
+	}
 	for i < len(delta) {
 		at := i
 		op, ok := uv()

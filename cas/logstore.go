@@ -399,42 +399,45 @@ func (b *Badger) readWhole(h Hash, loc Loc) ([]byte, error) {
 // by hand) win over a log location; the read-only tail comes last.
 func (b *Badger) lookup(h Hash, wantValue bool) (data []byte, loc Loc, found, inLog bool, err error) {
 	err = b.db.View(func(txn *badger.Txn) error {
-		err := badger.ErrKeyNotFound
-		var item *badger.Item
-		if b.inline || b.log == nil {
-			item, err = txn.Get(Key(h))
-		}
-		if err == nil {
-			found = true
-			if wantValue {
-				data, err = item.ValueCopy(nil)
-			}
-			return err
-		}
-		if l, ok := b.tail[h]; ok {
-			// Read-only: the log past the index (or all of it, when
-			// salvaging a store whose index may fail to read).
-			loc, found, inLog = l, true, true
-			return nil
-		}
-		if !errors.Is(err, badger.ErrKeyNotFound) || b.log == nil {
-			return err
-		}
-		item, err = txn.Get(logKey(h))
-		if err == nil {
-			found, inLog = true, true
-			v, err := item.ValueCopy(nil)
-			if err == nil {
-				loc, err = decodeLoc(v)
-			}
-			return err
-		}
+		data, loc, found, inLog, err = b.lookupTxn(txn, h, wantValue)
 		return err
 	})
+	return data, loc, found, inLog, err
+}
+
+// lookupTxn is lookup in txn.
+func (b *Badger) lookupTxn(txn *badger.Txn, h Hash, wantValue bool) (data []byte, loc Loc, found, inLog bool, err error) {
+	err = badger.ErrKeyNotFound
+	var item *badger.Item
+	if b.inline || b.log == nil {
+		item, err = txn.Get(Key(h))
+	}
+	if err == nil {
+		if wantValue {
+			data, err = item.ValueCopy(nil)
+		}
+		return data, loc, err == nil, false, err
+	}
+	if l, ok := b.tail[h]; ok {
+		// Read-only: the log past the index (or all of it, when
+		// salvaging a store whose index may fail to read).
+		return nil, l, true, true, nil
+	}
+	if errors.Is(err, badger.ErrKeyNotFound) && b.log != nil {
+		item, err = txn.Get(logKey(h))
+		if err == nil {
+			err = item.Value(func(v []byte) error {
+				var derr error
+				loc, derr = decodeLoc(v)
+				return derr
+			})
+			return nil, loc, err == nil, err == nil, err
+		}
+	}
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		err = nil
 	}
-	return data, loc, found, inLog, err
+	return nil, Loc{}, false, false, err
 }
 
 // eachLogged is Each over both prefixes (and the read-only tail), in hash
