@@ -42,10 +42,35 @@ var ErrBadDelta = errors.New("bad delta")
 // Delta returns the edits that turn base into target (see above). It never
 // fails; a target that shares nothing with base comes out as one insert,
 // a few bytes longer than target.
+//
+// The common prefix and suffix are copied first without an index, eight
+// bytes at a time: a directory with one entry changed costs a compare
+// pass, and only the bytes between them are indexed and scanned.
 func Delta(base, target []byte) []byte {
 	out := make([]byte, 0, 16+len(target)/8)
 	out = binary.AppendUvarint(out, uint64(len(base)))
 	out = binary.AppendUvarint(out, uint64(len(target)))
+	pre := matchLen(base, target)
+	suf := matchLenBack(base[pre:], target[pre:])
+	if pre < deltaBlock {
+		pre = 0 // a copy op is not worth fewer bytes; the scan may do better
+	}
+	if suf < deltaBlock {
+		suf = 0
+	}
+	if pre > 0 {
+		out = appendCopy(out, 0, pre)
+	}
+	out = appendOps(out, base[pre:len(base)-suf], target[pre:len(target)-suf], pre)
+	if suf > 0 {
+		out = appendCopy(out, len(base)-suf, suf)
+	}
+	return out
+}
+
+// appendOps appends the ops that make target out of base, which starts at
+// offset off of the whole base.
+func appendOps(out, base, target []byte, off int) []byte {
 	if len(base) < deltaBlock || len(target) < deltaBlock {
 		return appendInsert(out, target)
 	}
@@ -55,8 +80,8 @@ func Delta(base, target []byte) []byte {
 	mask := uint64(len(table) - 1)
 	// From the last block back, so that the first of equal blocks wins.
 	for b := nblocks - 1; b >= 0; b-- {
-		off := b * deltaBlock
-		table[blockHash(base[off:], shift)&mask] = int32(off + 1)
+		o := b * deltaBlock
+		table[blockHash(base[o:], shift)&mask] = int32(o + 1)
 	}
 	lit := 0 // start of the bytes not yet emitted
 	for i := 0; i+deltaBlock <= len(target); {
@@ -65,10 +90,7 @@ func Delta(base, target []byte) []byte {
 			i++
 			continue
 		}
-		n := deltaBlock
-		for c+n < len(base) && i+n < len(target) && base[c+n] == target[i+n] {
-			n++
-		}
+		n := deltaBlock + matchLen(base[c+deltaBlock:], target[i+deltaBlock:])
 		back := 0
 		for i-back > lit && c-back > 0 && base[c-back-1] == target[i-back-1] {
 			back++
@@ -76,8 +98,7 @@ func Delta(base, target []byte) []byte {
 		if i-back > lit {
 			out = appendInsert(out, target[lit:i-back])
 		}
-		out = binary.AppendUvarint(out, uint64(n+back)<<1|1)
-		out = binary.AppendUvarint(out, uint64(c-back))
+		out = appendCopy(out, off+c-back, n+back)
 		i += n
 		lit = i
 	}
@@ -85,6 +106,11 @@ func Delta(base, target []byte) []byte {
 		out = appendInsert(out, target[lit:])
 	}
 	return out
+}
+
+func appendCopy(out []byte, off, n int) []byte {
+	out = binary.AppendUvarint(out, uint64(n)<<1|1)
+	return binary.AppendUvarint(out, uint64(off))
 }
 
 func appendInsert(out, lit []byte) []byte {
@@ -101,6 +127,38 @@ func blockHash(p []byte, shift uint) uint64 {
 	a := binary.LittleEndian.Uint64(p)
 	b := binary.LittleEndian.Uint64(p[8:])
 	return (a*0x9E3779B97F4A7C15 ^ bits.RotateLeft64(b*0xC2B2AE3D27D4EB4F, 31)) >> shift
+}
+
+// matchLen returns the length of the common prefix of a and b, compared
+// eight bytes at a time (a directory's versions share kilobytes).
+func matchLen(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// matchLenBack returns the length of the common suffix of a and b.
+func matchLenBack(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		x := binary.LittleEndian.Uint64(a[len(a)-i-8:]) ^ binary.LittleEndian.Uint64(b[len(b)-i-8:])
+		if x != 0 {
+			return i + bits.LeadingZeros64(x)/8
+		}
+	}
+	for i < n && a[len(a)-i-1] == b[len(b)-i-1] {
+		i++
+	}
+	return i
 }
 
 func equal16(a, b []byte) bool {

@@ -3,6 +3,7 @@ package cas
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -165,5 +166,22 @@ func BenchmarkDelta(b *testing.B) {
 	b.SetBytes(int64(len(target)))
 	for b.Loop() {
 		Delta(base, target)
+	}
+}
+
+// BenchmarkDeltaDirectory: a 4 KB and a 400 KB directory-like object with
+// one 32-byte child hash changed (what a checkpoint encodes per directory).
+func BenchmarkDeltaDirectory(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, size := range []int{4000, 400000} {
+		base := randomBytes(r, size)
+		target := bytes.Clone(base)
+		copy(target[size/3:], randomBytes(r, 32))
+		b.Run(fmt.Sprintf("%dKB", size/1000), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				Delta(base, target)
+			}
+		})
 	}
 }
