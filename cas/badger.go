@@ -86,11 +86,11 @@ func (b *Badger) Get(h Hash) ([]byte, error) {
 	if err == nil && inLog {
 		data, err = b.getLogged(h, loc)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
-			// The compactor may have moved the object and retired its
-			// segment between the lookup and the read: the index then
-			// names the copy.
+			// The compactor may have moved the object (or a base on its
+			// delta chain) and retired its segment between the lookup
+			// and the read: the index then names the copy.
 			var again Loc
-			if _, again, found, inLog, _ = b.lookup(h, true); found && inLog && again != loc {
+			if _, again, found, inLog, _ = b.lookup(h, true); found && inLog && (again != loc || again.Comp == compDelta) {
 				data, err = b.getLogged(h, again)
 			}
 		}

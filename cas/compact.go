@@ -257,7 +257,8 @@ func (b *Badger) moveForward(ents []blobEntry, pause func(), at func(string)) (i
 			if err := b.checkStored(e.h, e.loc, data); err != nil {
 				return moved, err // never copy damage forward; the segment stays
 			}
-			batch = append(batch, stored{h: e.h, raw: int(e.loc.Raw), comp: e.loc.Comp, data: data})
+			batch = append(batch, stored{h: e.h, raw: int(e.loc.Raw), comp: e.loc.Comp, data: data,
+				base: e.loc.Base, depth: e.loc.Depth})
 			old = append(old, e)
 			size += len(data)
 		}
@@ -275,6 +276,11 @@ func (b *Badger) moveForward(ents []blobEntry, pause func(), at func(string)) (i
 
 // checkStored verifies that data, stored at loc, is the object h.
 func (b *Badger) checkStored(h Hash, loc Loc, data []byte) error {
+	if loc.Comp == compDelta {
+		// A delta moves as it is: its base is live (the sweep keeps the
+		// bases of what it keeps), wherever it is stored.
+		return b.checkDelta(h, loc, data)
+	}
 	raw := data
 	if loc.Comp == compZstd {
 		_, dec, _ := codecs()

@@ -25,8 +25,9 @@ const (
 // TestCompactCrash SIGKILLs a compaction after each of its steps (the
 // active segment sealed, copies appended with their index, the log and
 // index synced, the old segment unlinked) and reopens the store: every
-// kept object reads back and is in the index once, no dropped one is
-// back, and the next compaction leaves one segment.
+// kept object (a delta chain among them) reads back and is in the index
+// once, no dropped one is back, and the next compaction leaves one
+// segment.
 func TestCompactCrash(t *testing.T) {
 	if dir := os.Getenv(compactCrashEnv); dir != "" {
 		s, _ := openLogged(t, dir)
@@ -47,6 +48,8 @@ func TestCompactCrash(t *testing.T) {
 	base := t.TempDir()
 	src := filepath.Join(base, "src")
 	s, db := openLogged(t, src)
+	vs := versions(6) // a delta chain, moved with the rest
+	vhs := putVersions(t, s, vs)
 	var all []cas.Hash
 	data := map[cas.Hash][]byte{}
 	for i := range 40 {
@@ -77,9 +80,10 @@ func TestCompactCrash(t *testing.T) {
 			if err := s.Each(func(cas.Hash, int64) error { n++; return nil }); err != nil {
 				t.Fatal(err)
 			}
-			if n != compactCrashKept {
-				t.Errorf("killed %s, %s: the index lists %d objects, want %d", step, when, n, compactCrashKept)
+			if n != compactCrashKept+len(vhs) {
+				t.Errorf("killed %s, %s: the index lists %d objects, want %d", step, when, n, compactCrashKept+len(vhs))
 			}
+			checkVersions(t, s, vhs, vs)
 			for i, h := range all {
 				got, err := s.Get(h)
 				if i < compactCrashKept && (err != nil || !bytes.Equal(got, data[h])) {

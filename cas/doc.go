@@ -55,7 +55,7 @@
 // starts goroutines per call and allocates, which is slow below a few hundred
 // KiB. Changing Sum renames every object; TestSumKnownAnswers pins it.
 //
-// # Segment log and index (store format 2)
+// # Segment log and index (store formats 2 and 3)
 //
 // Objects live in the workspace's segment log, a directory beside the
 // Badger directory (journal.LogPath: dir + ".log"), and Badger is their
@@ -63,7 +63,9 @@
 //
 //	key                          value
 //	'l' (LogPrefix) + 32-byte h  Loc: segment (8 B), offset (8 B), stored
-//	                             length (4 B), raw length (4 B), compression
+//	                             length (4 B), raw length (4 B), compression;
+//	                             for a delta also its base (32 B) and the
+//	                             chain's depth (2 B)
 //	'o' (KeyPrefix) + 32-byte h  the object's bytes (format 1, read in place)
 //	"m/logpos"                   segment + end offset the index covers
 //
@@ -72,8 +74,9 @@
 // id, CRC-32C) and then frames. A frame is what one commit writes: a
 // 32-byte header (magic, payload length, first and last seq, CRC-32C of
 // the payload, CRC-32C of the header) and a payload of entries: blobs
-// ('b', hash, compression, raw length, stored length, bytes), then key
-// writes ('s' key value, 'd' key) in the order of the commit. Blobs are
+// ('b', hash, compression, raw length, stored length, bytes; or 'D',
+// hash, base, depth, raw length, stored length, delta), then key writes
+// ('s' key value, 'd' key) in the order of the commit. Blobs are
 // zstd-compressed (klauspost/compress, SpeedFastest, one shared encoder)
 // when that saves at least an eighth, else stored raw. The writer
 // appends with pwrite, never through a mapping, so a full disk is ENOSPC;
@@ -98,6 +101,44 @@
 // Stats list both prefixes (sizes as stored on disk), in hash order.
 // Delete drops the index entries; the segment bytes stay until a
 // compactor rewrites the segment.
+//
+// # Deltas (store format 3)
+//
+// A directory object is three quarters 32-byte child hashes, which no
+// compressor shrinks, and a checkpoint rewrites every directory on the
+// paths it changed: before deltas those rewrites were two thirds of what a
+// generation cost (docs/storage.md). So a Blob may name a Base, the
+// previous version of the same inode (fs/tree's Root sets it), and Commit
+// stores it as a Delta (delta.go: copy and insert ops against the base,
+// some 50 bytes for a 4 KB directory with one child changed) when the
+// base is in the index, its chain is at most MaxChain-1 deltas deep, and
+// the delta with the base's name is at most half the whole stored form.
+// The frame entry ('D') and the index entry name the base and the chain's
+// depth (1 for a delta on a whole object). The base is noted with the
+// sweep guard before it is looked up, as a deduplication is. Commit caches
+// what it wrote with a Base, the likely base of the next version.
+//
+// Get walks a delta's chain down to a cached or whole object (a lookup
+// and a pread per link, no hashing), applies the deltas upward and checks
+// the result's hash once, as for any object; a missing base or a delta
+// that does not apply is ErrCorrupt for the objects above it. Catch-up
+// and salvage rebuild delta index entries from the 'D' entries like any
+// other; the compactor copies a delta forward as it is, after checking it
+// against its base (which the sweep keeps live).
+//
+// Sweep keeps the closure: a condemned object on the chain of a delta it
+// does not delete (or that a writer touched while it ran) stays, and it
+// deletes deltas before their bases, so the index holds the whole chain of
+// every object in it at every moment (guard.go). A base outlives the last
+// generation that reached it while a kept delta needs it: at most a whole
+// object and MaxChain-1 deltas per directory line.
+//
+// Format 3 is format 2 plus delta entries. A format-2 reader would refuse
+// a 'D' frame entry or a longer index entry as damage and, worse, its
+// collector would sweep bases it does not know are needed, so the store
+// format went up: the format-2 code refuses a format-3 store (ErrFormat),
+// and a writable open of this code upgrades a format-2 store by writing
+// the new version (nothing else changes).
 //
 // # Collection: sweep and compaction
 //

@@ -27,15 +27,19 @@ type Frame struct {
 
 // Entry kinds in a frame's payload.
 const (
-	entryBlob = 'b' // hash, compression, raw length, stored length, bytes
-	entrySet  = 's' // key length, key, value length, value
-	entryDel  = 'd' // key length, key
+	entryBlob  = 'b' // hash, compression, raw length, stored length, bytes
+	entryDelta = 'D' // hash, base hash, depth, raw length, stored length, delta bytes (format 3)
+	entrySet   = 's' // key length, key, value length, value
+	entryDel   = 'd' // key length, key
 )
 
 // Compression of a stored blob.
 const (
 	compRaw  = 0
 	compZstd = 1
+	// compDelta: the stored bytes are a Delta against Loc.Base (format 3;
+	// a frame says so with an entryDelta, never with this byte).
+	compDelta = 2
 )
 
 // Loc is where an object's stored bytes are: the index value under
@@ -44,36 +48,68 @@ type Loc struct {
 	Seg    uint64
 	Off    int64
 	Stored uint32 // bytes in the segment
-	Raw    uint32 // bytes after decompression
+	Raw    uint32 // bytes after decompression (of the object, for a delta)
 	Comp   byte
+	// A delta (Comp == compDelta) names its base and how many deltas a
+	// read applies to reach it from a whole object (1: its base is
+	// whole), so a writer bounds chains without walking them.
+	Base  Hash
+	Depth uint16
 }
 
-const locLen = 8 + 8 + 4 + 4 + 1
+const (
+	locLen      = 8 + 8 + 4 + 4 + 1
+	locDeltaLen = locLen + len(Hash{}) + 2
+)
 
 func (l Loc) encode() []byte {
-	b := make([]byte, locLen)
+	n := locLen
+	if l.Comp == compDelta {
+		n = locDeltaLen
+	}
+	b := make([]byte, n)
 	binary.BigEndian.PutUint64(b, l.Seg)
 	binary.BigEndian.PutUint64(b[8:], uint64(l.Off))
 	binary.BigEndian.PutUint32(b[16:], l.Stored)
 	binary.BigEndian.PutUint32(b[20:], l.Raw)
 	b[24] = l.Comp
+	if l.Comp == compDelta {
+		copy(b[locLen:], l.Base[:])
+		binary.BigEndian.PutUint16(b[locLen+len(Hash{}):], l.Depth)
+	}
 	return b
 }
 
+// decodeLoc reads an index entry: locLen bytes for an object stored whole,
+// locDeltaLen for a delta (a format-2 reader refuses the longer one as
+// damage, which is why deltas came with format 3).
 func decodeLoc(b []byte) (Loc, error) {
-	if len(b) != locLen {
-		return Loc{}, fmt.Errorf("%w: object index entry of %d bytes, want %d", ErrDamaged, len(b), locLen)
+	if len(b) != locLen && len(b) != locDeltaLen {
+		return Loc{}, fmt.Errorf("%w: object index entry of %d bytes, want %d or %d", ErrDamaged, len(b), locLen, locDeltaLen)
 	}
-	return Loc{binary.BigEndian.Uint64(b), int64(binary.BigEndian.Uint64(b[8:])),
-		binary.BigEndian.Uint32(b[16:]), binary.BigEndian.Uint32(b[20:]), b[24]}, nil
+	l := Loc{Seg: binary.BigEndian.Uint64(b), Off: int64(binary.BigEndian.Uint64(b[8:])),
+		Stored: binary.BigEndian.Uint32(b[16:]), Raw: binary.BigEndian.Uint32(b[20:]), Comp: b[24]}
+	if (len(b) == locDeltaLen) != (l.Comp == compDelta) {
+		return Loc{}, fmt.Errorf("%w: object index entry of %d bytes with compression %d", ErrDamaged, len(b), l.Comp)
+	}
+	if l.Comp == compDelta {
+		copy(l.Base[:], b[locLen:])
+		l.Depth = binary.BigEndian.Uint16(b[locLen+len(Hash{}):])
+		if l.Depth == 0 {
+			return Loc{}, fmt.Errorf("%w: delta index entry of depth 0", ErrDamaged)
+		}
+	}
+	return l, nil
 }
 
 // stored is a blob as it goes into a frame.
 type stored struct {
-	h    Hash
-	raw  int
-	comp byte
-	data []byte
+	h     Hash
+	raw   int
+	comp  byte
+	data  []byte
+	base  Hash // comp == compDelta
+	depth uint16
 }
 
 // encodeFrame returns the frame (header and payload) and, for each blob,
@@ -81,7 +117,7 @@ type stored struct {
 func encodeFrame(first, last uint64, blobs []stored, ops []Op) ([]byte, []int64) {
 	n := frameHeaderSize
 	for _, b := range blobs {
-		n += 1 + len(b.h) + 1 + 2*binary.MaxVarintLen64 + len(b.data)
+		n += 1 + 2*len(b.h) + 1 + 3*binary.MaxVarintLen64 + len(b.data)
 	}
 	for _, o := range ops {
 		n += 1 + 2*binary.MaxVarintLen64 + len(o.Key) + len(o.Val)
@@ -89,9 +125,16 @@ func encodeFrame(first, last uint64, blobs []stored, ops []Op) ([]byte, []int64)
 	buf := make([]byte, frameHeaderSize, n)
 	offs := make([]int64, len(blobs))
 	for i, b := range blobs {
-		buf = append(buf, entryBlob)
-		buf = append(buf, b.h[:]...)
-		buf = append(buf, b.comp)
+		if b.comp == compDelta {
+			buf = append(buf, entryDelta)
+			buf = append(buf, b.h[:]...)
+			buf = append(buf, b.base[:]...)
+			buf = binary.AppendUvarint(buf, uint64(b.depth))
+		} else {
+			buf = append(buf, entryBlob)
+			buf = append(buf, b.h[:]...)
+			buf = append(buf, b.comp)
+		}
 		buf = binary.AppendUvarint(buf, uint64(b.raw))
 		buf = binary.AppendUvarint(buf, uint64(len(b.data)))
 		offs[i] = int64(len(buf))
@@ -172,15 +215,30 @@ func decodePayload(p []byte) ([]blobEntry, []Op, error) {
 		kind := p[i]
 		i++
 		switch kind {
-		case entryBlob:
+		case entryBlob, entryDelta:
 			if len(p)-i < len(Hash{})+1 {
 				return nil, nil, bad("truncated blob", at)
 			}
 			var e blobEntry
 			copy(e.h[:], p[i:])
 			i += len(Hash{})
-			e.loc.Comp = p[i]
-			i++
+			if kind == entryDelta {
+				if len(p)-i < len(Hash{})+1 {
+					return nil, nil, bad("truncated delta", at)
+				}
+				copy(e.loc.Base[:], p[i:])
+				depth, j, ok := uv(i + len(Hash{}))
+				if !ok || depth == 0 || depth > maxDepth {
+					return nil, nil, bad("delta depth", at)
+				}
+				e.loc.Comp, e.loc.Depth, i = compDelta, uint16(depth), j
+			} else {
+				if p[i] == compDelta {
+					return nil, nil, bad("delta compression in a whole blob", at)
+				}
+				e.loc.Comp = p[i]
+				i++
+			}
 			raw, j, ok1 := uv(i)
 			if !ok1 {
 				return nil, nil, bad("blob length", at)

@@ -240,7 +240,9 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		return 0, 0, errors.New("commit: store has no log")
 	}
 	enc, _, _ := codecs()
+	epoch := b.cache.currentEpoch()
 	var blobs []stored
+	var bases bool
 	seen := make(map[Hash]struct{}, len(f.Blobs))
 	for _, bl := range f.Blobs {
 		if _, dup := seen[bl.Hash]; dup {
@@ -262,6 +264,12 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
 			if len(c) <= len(bl.Data)-len(bl.Data)/8 {
 				s.comp, s.data = compZstd, c
+			}
+		}
+		if !bl.Base.IsZero() {
+			bases = true
+			if d, ok := b.asDelta(bl, len(s.data)); ok {
+				s = d
 			}
 		}
 		blobs = append(blobs, s)
@@ -288,7 +296,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	entries := make([]blobEntry, len(blobs))
 	for i, s := range blobs {
 		entries[i] = blobEntry{h: s.h, loc: Loc{Seg: at.Seg, Off: at.Off + offs[i],
-			Stored: uint32(len(s.data)), Raw: uint32(s.raw), Comp: s.comp}}
+			Stored: uint32(len(s.data)), Raw: uint32(s.raw), Comp: s.comp, Base: s.base, Depth: s.depth}}
 	}
 	if err := applyFrame(wb, entries, f.Ops); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
@@ -300,6 +308,13 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
 	b.logged.Add(int64(len(frame)))
+	if bases {
+		written := make(map[Hash]bool, len(blobs))
+		for _, s := range blobs {
+			written[s.h] = true
+		}
+		b.cacheWritten(f.Blobs, written, epoch)
+	}
 	return len(blobs), deduped, nil
 }
 
@@ -350,8 +365,17 @@ func (b *Badger) CloseLog() error {
 	return b.log.close()
 }
 
-// getLogged reads, decompresses and checks the object at loc.
+// getLogged reads the object at loc: decompressed, or rebuilt from its
+// delta chain. Get checks its hash.
 func (b *Badger) getLogged(h Hash, loc Loc) ([]byte, error) {
+	if loc.Comp == compDelta {
+		return b.undelta(loc)
+	}
+	return b.readWhole(h, loc)
+}
+
+// readWhole reads and decompresses the object stored whole at loc.
+func (b *Badger) readWhole(h Hash, loc Loc) ([]byte, error) {
 	raw, err := b.log.readAt(loc.Seg, loc.Off, int(loc.Stored))
 	if err != nil {
 		return nil, err
@@ -375,42 +399,45 @@ func (b *Badger) getLogged(h Hash, loc Loc) ([]byte, error) {
 // by hand) win over a log location; the read-only tail comes last.
 func (b *Badger) lookup(h Hash, wantValue bool) (data []byte, loc Loc, found, inLog bool, err error) {
 	err = b.db.View(func(txn *badger.Txn) error {
-		err := badger.ErrKeyNotFound
-		var item *badger.Item
-		if b.inline || b.log == nil {
-			item, err = txn.Get(Key(h))
-		}
-		if err == nil {
-			found = true
-			if wantValue {
-				data, err = item.ValueCopy(nil)
-			}
-			return err
-		}
-		if l, ok := b.tail[h]; ok {
-			// Read-only: the log past the index (or all of it, when
-			// salvaging a store whose index may fail to read).
-			loc, found, inLog = l, true, true
-			return nil
-		}
-		if !errors.Is(err, badger.ErrKeyNotFound) || b.log == nil {
-			return err
-		}
-		item, err = txn.Get(logKey(h))
-		if err == nil {
-			found, inLog = true, true
-			v, err := item.ValueCopy(nil)
-			if err == nil {
-				loc, err = decodeLoc(v)
-			}
-			return err
-		}
+		data, loc, found, inLog, err = b.lookupTxn(txn, h, wantValue)
 		return err
 	})
+	return data, loc, found, inLog, err
+}
+
+// lookupTxn is lookup in txn.
+func (b *Badger) lookupTxn(txn *badger.Txn, h Hash, wantValue bool) (data []byte, loc Loc, found, inLog bool, err error) {
+	err = badger.ErrKeyNotFound
+	var item *badger.Item
+	if b.inline || b.log == nil {
+		item, err = txn.Get(Key(h))
+	}
+	if err == nil {
+		if wantValue {
+			data, err = item.ValueCopy(nil)
+		}
+		return data, loc, err == nil, false, err
+	}
+	if l, ok := b.tail[h]; ok {
+		// Read-only: the log past the index (or all of it, when
+		// salvaging a store whose index may fail to read).
+		return nil, l, true, true, nil
+	}
+	if errors.Is(err, badger.ErrKeyNotFound) && b.log != nil {
+		item, err = txn.Get(logKey(h))
+		if err == nil {
+			err = item.Value(func(v []byte) error {
+				var derr error
+				loc, derr = decodeLoc(v)
+				return derr
+			})
+			return nil, loc, err == nil, err == nil, err
+		}
+	}
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		err = nil
 	}
-	return data, loc, found, inLog, err
+	return nil, Loc{}, false, false, err
 }
 
 // eachLogged is Each over both prefixes (and the read-only tail), in hash

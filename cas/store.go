@@ -20,6 +20,12 @@ var (
 type Blob struct {
 	Hash Hash
 	Data []byte
+	// Base, when not Zero, names an object Data is likely to share most of
+	// its bytes with: the previous version of the same inode. A store may
+	// then keep Data as a delta against it (logstore.go); a store that
+	// cannot, or a Base it does not hold, stores Data whole. It never
+	// changes what Get returns.
+	Base Hash
 }
 
 // Store holds objects by hash. It is the seam for a second backend (object

@@ -17,7 +17,7 @@
 //	----------------------  ---------------------------------  -------------
 //	'j' + seq (8 B, BE)     encoded Record                     journal
 //	'r' + seq (8 B, BE)     encoded OpReset Record (index)     journal
-//	"m/format"              store format version, decimal "2"  journal
+//	"m/format"              store format version, decimal "3"  journal
 //	"m/seq"                 highest seq committed (8 B, BE)    journal
 //	"m/k/" + name           daemon bookkeeping (Get/SetMeta)   journal
 //	"m/id"                  random store id (hex)              journal
@@ -36,12 +36,14 @@
 // max("m/seq", last 'j' key) + 1, and a seq is never reissued. Every other
 // prefix letter is free for other packages; claim it here first.
 //
-// Format 2 (this one) has the log; format 1 kept objects inline under 'o'
-// and had no log. A read-only open reads a format-1 store as it is; the
-// first writable open upgrades it: it makes the log and its first
-// segment, then writes "m/format" 2 (a crash in between leaves format 1,
-// upgraded again next time), and the old objects stay readable in place.
-// The format-1 code refuses a format-2 store (ErrFormat).
+// Format 3 (this one) stores objects as deltas against their previous
+// version (cas/doc.go, "Deltas"); format 2 has the log without deltas;
+// format 1 kept objects inline under 'o' and had no log. A read-only open
+// reads a format-1 or -2 store as it is; the first writable open upgrades
+// it: for format 1 it makes the log and its first segment, then writes
+// "m/format" 3 (a crash in between leaves the old format, upgraded again
+// next time), and the old objects stay readable in place. The format-1
+// and format-2 code refuse a format-3 store (ErrFormat).
 //
 // Open refuses a store of another format version (ErrFormat), a directory
 // that is not a reynfs store or a damaged one (ErrCorrupt) and a store

@@ -60,8 +60,8 @@ func TestOpenNewStore(t *testing.T) {
 	j := openT(t, dir, Options{})
 	err := j.DB().View(func(txn *badger.Txn) error {
 		v, err := getValue(txn, keyFormat)
-		if err == nil && string(v) != "2" {
-			t.Errorf("m/format = %q, want 2", v)
+		if err == nil && string(v) != "3" {
+			t.Errorf("m/format = %q, want 3", v)
 		}
 		return err
 	})
@@ -79,7 +79,7 @@ func TestOpenOtherFormat(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantOpenErr(t, dir, ErrFormat, "store format version 7, this reynfs reads 2")
+	wantOpenErr(t, dir, ErrFormat, "store format version 7, this reynfs reads 3")
 }
 
 func TestOpenNotAStore(t *testing.T) {

@@ -19,8 +19,14 @@ var (
 	metaPrefix = "m/k/"             // daemon bookkeeping (GetMeta/SetMeta)
 )
 
-// storeFormat is the store format this reynfs reads and writes.
-const storeFormat = 2
+// storeFormat is the store format this reynfs reads and writes: 3 stores
+// objects as deltas against their previous version (cas/doc.go,
+// "Deltas"), which a format-2 reader would take for damage and whose bases
+// its collector would sweep. A writable open upgrades 1 and 2.
+const storeFormat = 3
+
+// formatLog is the first format with a segment log.
+const formatLog = 2
 
 // StoreFormat is storeFormat for those who report it ('reynfs version'):
 // a store of another format is refused with ErrFormat.

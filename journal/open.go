@@ -186,7 +186,9 @@ func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
 	var next uint64
 	err = db.Update(func(txn *badger.Txn) error {
 		if format != storeFormat {
-			// Only now that the log exists: a format-2 store always has one.
+			// Only now that the log exists: a store of format 2 or
+			// later always has one. From format 2 nothing else changes:
+			// deltas are written from now on.
 			if err := txn.Set(keyFormat, formatBytes(storeFormat)); err != nil {
 				return err
 			}
@@ -237,15 +239,15 @@ func openBadger(o badger.Options) (db *badger.DB, err error) {
 }
 
 // checkFormat returns the stored format version and refuses one this
-// reynfs does not read: storeFormat, and format 1 (objects inline in
-// Badger, no log), which a writable open upgrades.
+// reynfs does not read: storeFormat, format 1 (objects inline in Badger,
+// no log) and format 2 (no deltas), which a writable open upgrades.
 func checkFormat(v []byte) (int, error) {
 	f, err := parseFormat(v)
 	if err != nil {
 		return 0, err
 	}
-	if f != storeFormat && f != 1 {
-		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d and upgrades 1", ErrFormat, f, storeFormat)
+	if f < 1 || f > storeFormat {
+		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d and upgrades 1 and 2", ErrFormat, f, storeFormat)
 	}
 	return f, nil
 }

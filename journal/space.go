@@ -228,7 +228,7 @@ func (s *space) shares(b *batch) (vlog, wal, seg int) {
 	}
 	for _, it := range b.items {
 		for _, bl := range it.blobs {
-			add(1+len(bl.Hash), locLen) // its index entry
+			add(1+len(bl.Hash), locLen+len(bl.Base)+2) // its index entry (a delta's, at most)
 			seg += len(bl.Hash) + len(bl.Data) + 16
 		}
 		n := 2 // a reset is indexed twice

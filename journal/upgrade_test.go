@@ -63,7 +63,7 @@ func makeFormat1(t *testing.T, dir string, n int) []cas.Blob {
 }
 
 // TestUpgradeFormat1: a read-only open reads a format-1 store as it is;
-// the first writable open creates the log and writes format 2, the old
+// the first writable open creates the log and writes format 3, the old
 // objects stay readable in place, and new ones go to the log.
 func TestUpgradeFormat1(t *testing.T) {
 	dir := t.TempDir() + "/db"
@@ -102,8 +102,8 @@ func TestUpgradeFormat1(t *testing.T) {
 	checkRecords(t, j, 22)
 	err = j.DB().View(func(txn *badger.Txn) error {
 		v, err := getValue(txn, keyFormat)
-		if err == nil && string(v) != "2" {
-			t.Errorf("m/format = %q after the upgrade, want 2", v)
+		if err == nil && string(v) != "3" {
+			t.Errorf("m/format = %q after the upgrade, want 3", v)
 		}
 		return err
 	})
@@ -114,7 +114,7 @@ func TestUpgradeFormat1(t *testing.T) {
 		t.Fatalf("no log after the upgrade: %v", err)
 	}
 	j.Close()
-	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != 2 {
+	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != 3 {
 		t.Fatalf("manifest after the upgrade: %+v, %v", m, err)
 	}
 }

@@ -99,14 +99,14 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 	if format == 0 && opts.ReadOnly && opts.Damaged && man != nil {
 		if _, err := os.Stat(LogPath(dir)); err == nil {
 			// The index cannot say (a damaged table): salvage from the log.
-			format = storeFormat
+			format = formatLog
 		}
 	}
 	if id == nil && man != nil {
 		id = []byte(man.ID)
 	}
 	var tail map[string][]byte
-	if format == storeFormat {
+	if format >= formatLog {
 		// Read the log's tail past the index, without writing a byte.
 		o, t, err := openLog(db, dir, string(id), true, opts.ReadOnly && opts.Damaged, nil)
 		if o != nil {

@@ -216,7 +216,7 @@ func collect(j *journal.Journal, rw *Rewinder, o CollectOptions) (*RetainResult,
 	}
 	sw, err := objs.Sweep(condemned, pause)
 	res.Objects, res.Spared = len(sw.Deleted), sw.Spared
-	res.KeptObjects += sw.Spared
+	res.KeptObjects += sw.Spared + sw.Bases // a kept delta keeps its chain (cas Sweep)
 	for _, h := range sw.Deleted {
 		res.ObjectBytes += sizes[h]
 	}

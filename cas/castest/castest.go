@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) cas.Store) {
 		{"PutKeepsNoReference", testPutCopies},
 		{"Concurrent", testConcurrent},
 		{"PutBatch", testPutBatch},
+		{"PutBatchBase", testPutBatchBase},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
@@ -234,4 +235,44 @@ func testPutBatch(t *testing.T, s cas.Store) {
 	if ok, err := s.Has(cas.Sum(c)); err != nil || ok {
 		t.Fatalf("after a refused batch, Has = %v, %v; want false", ok, err)
 	}
+}
+
+// testPutBatchBase checks that a blob's Base never changes what Get
+// returns, whether the store keeps the blob as a delta against it or not:
+// a line of versions each naming the one before (a kept copy, so reusing
+// the batch's bytes afterwards is harmless), a Base that is not stored,
+// and one that shares nothing with the blob.
+func testPutBatchBase(t *testing.T, s cas.Store) {
+	bp, ok := s.(cas.BatchPutter)
+	if !ok {
+		t.Skipf("%T has no PutBatch", s)
+	}
+	v := Data(51, 5000)
+	var base cas.Hash
+	var hs []cas.Hash
+	var vs [][]byte
+	for i := range 5 {
+		v = append([]byte(nil), v...)
+		copy(v[i*300:], Data(uint64(60+i), 32))
+		h := cas.Sum(v)
+		buf := append([]byte(nil), v...)
+		if err := bp.PutBatch([]cas.Blob{{Hash: h, Data: buf, Base: base}}); err != nil {
+			t.Fatalf("PutBatch version %d: %v", i, err)
+		}
+		buf[0]++ // the store must have kept its own copy
+		hs, vs, base = append(hs, h), append(vs, v), h
+	}
+	for i, h := range hs {
+		mustGet(t, s, h, vs[i])
+	}
+	other, unrelated := Data(70, 3000), Data(71, 3000)
+	err := bp.PutBatch([]cas.Blob{
+		{Hash: cas.Sum(other), Data: other, Base: cas.Sum([]byte("never stored"))},
+		{Hash: cas.Sum(unrelated), Data: unrelated, Base: hs[0]},
+	})
+	if err != nil {
+		t.Fatalf("PutBatch: %v", err)
+	}
+	mustGet(t, s, cas.Sum(other), other)
+	mustGet(t, s, cas.Sum(unrelated), unrelated)
 }

@@ -54,7 +54,8 @@ func (t *Tree) propagateDirty(n *Node) {
 // Root returns the Merkle root of the tree — the hash of the root
 // directory's inode object — and the objects made since the last call,
 // which the caller must store before it records the root anywhere. Only
-// nodes changed since the last call are re-encoded.
+// nodes changed since the last call are re-encoded; each new object names
+// the node's previous one as its Base (cas.Blob).
 func (t *Tree) Root() (cas.Hash, []cas.Blob, error) {
 	var blobs []cas.Blob
 	h, err := t.hashNode(t.nodes[RootIno], &blobs)
@@ -76,12 +77,14 @@ func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
 		}
 	}
 	data := cas.EncodeInode(in)
+	// The object this one replaces is the store's best delta base.
+	prev := n.obj
 	n.obj = cas.Sum(data)
 	n.dirty, n.changed, n.dirtyKids = false, false, nil
 	if n.IsDir() {
 		n.ents, n.entsFor = in.Entries, n.obj
 	}
-	*blobs = append(*blobs, cas.Blob{Hash: n.obj, Data: data})
+	*blobs = append(*blobs, cas.Blob{Hash: n.obj, Data: data, Base: prev})
 	return n.obj, nil
 }
 

@@ -320,7 +320,7 @@ func TestMountBadInput(t *testing.T) {
 			}
 			writeFile(t, filepath.Join(db, "notes.txt"), []byte("somebody else's file"), 0o644)
 		}},
-		{"format", "store format version 3, this reynfs reads 2", true, func(s string) { coreSetFormat(t, s, "3") }},
+		{"format", "store format version 4, this reynfs reads 3", true, func(s string) { coreSetFormat(t, s, "4") }},
 		{"format-nan", "corrupt", true, func(s string) { coreSetFormat(t, s, "x") }},
 	} {
 		st := corrupt(c.name, c.damage)
