@@ -37,8 +37,9 @@ func genTree(tb testing.TB, dir string, files int) {
 }
 
 // BenchmarkImport is the first mount's import of a generated tree into a
-// fresh store, as the daemon does it: the walk and the stores of the
-// chunks, the Merkle root, and the import generation's commit. It reports
+// fresh store, as the daemon does it (Fresh, CommitFreshImport): the walk
+// and the stores of the chunks, the Merkle root, and the import
+// generation's commit. It reports
 // each step's share (ms) beside the total. store=memory leaves the store's
 // own cost out (no commit then). The tree is generated under
 // $REYNFS_IMPORT_DIR if set (a tmpfs keeps the disk out of it), else the
@@ -84,7 +85,7 @@ func benchImport(b *testing.B, src string, journaled bool) {
 		b.StartTimer()
 		t0 := time.Now()
 		next := uint64(2)
-		im := &Importer{Store: store, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
+		im := &Importer{Store: store, Fresh: true, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
 		tr, err := im.Import(src)
 		if err != nil {
 			b.Fatal(err)
@@ -96,7 +97,7 @@ func benchImport(b *testing.B, src string, journaled bool) {
 		}
 		t2 := time.Now()
 		if j != nil {
-			if _, err := CommitImport(j, h, blobs, next, "bench"); err != nil {
+			if _, err := CommitFreshImport(j, h, blobs, next, "bench"); err != nil {
 				b.Fatal(err)
 			}
 		}
