@@ -226,6 +226,8 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The first mount's longest step, in the log for whoever wonders.
+		d.log.Info().Int("inodes", len(blobs)).Dur("took", time.Since(time.Unix(0, start))).Msg("imported the project directory")
 		return t, d.setMetas(metaDir, d.cfg.Dir, metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10), metaDirSince, sinceMeta(start, nil))
 	}
 	t, err := rewind.Reconstruct(d.j, d.j.Head())
