@@ -234,8 +234,8 @@ func (b *Badger) Logged() bool { return b.log != nil }
 // blob, f.Ops, the log position) as one Badger write batch, not synced:
 // SyncLog makes the frame durable, Checkpoint the index. Blobs already
 // stored (not looked up for a Fresh frame), and repeats within f, are not
-// written again. A frame whose
-// write fails is cut off again and the error returned.
+// written again. A frame whose write fails is cut off again and the error
+// returned.
 func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	if b.log == nil {
 		return 0, 0, errors.New("commit: store has no log")
