@@ -288,3 +288,18 @@ func (b *Badger) PutBatch(blobs []Blob) error {
 	}
 	return nil
 }
+
+var _ FreshPutter = (*Badger)(nil)
+
+// PutFresh stores blobs known to be new without re-hashing or looking them
+// up (see FreshPutter). A store without a segment log has no cheaper path
+// than PutBatch.
+func (b *Badger) PutFresh(blobs []Blob) error {
+	if b.log == nil {
+		return b.PutBatch(blobs)
+	}
+	if _, _, err := b.Commit(&Frame{Blobs: blobs, Fresh: true}); err != nil {
+		return fmt.Errorf("put fresh batch of %d: %w", len(blobs), err)
+	}
+	return nil
+}

@@ -23,6 +23,9 @@ type Frame struct {
 	First, Last uint64
 	Blobs       []Blob
 	Ops         []Op
+	// Fresh: the writer knows no blob of the frame is stored (a first
+	// import, see FreshPutter), so Commit does not look each one up.
+	Fresh bool
 }
 
 // Entry kinds in a frame's payload.

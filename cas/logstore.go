@@ -233,8 +233,9 @@ func (b *Badger) Logged() bool { return b.log != nil }
 // Commit appends f as one frame and then writes its index (a Loc per new
 // blob, f.Ops, the log position) as one Badger write batch, not synced:
 // SyncLog makes the frame durable, Checkpoint the index. Blobs already
-// stored, and repeats within f, are not written again. A frame whose
-// write fails is cut off again and the error returned.
+// stored (not looked up for a Fresh frame), and repeats within f, are not
+// written again. A frame whose write fails is cut off again and the error
+// returned.
 func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	if b.log == nil {
 		return 0, 0, errors.New("commit: store has no log")
@@ -251,13 +252,15 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		}
 		seen[bl.Hash] = struct{}{}
 		b.guard.note(bl.Hash) // before the lookup a dedup relies on (guard.go)
-		ok, err := b.Has(bl.Hash)
-		if err != nil {
-			return 0, 0, fmt.Errorf("commit: %w", err)
-		}
-		if ok {
-			deduped++
-			continue
+		if !f.Fresh {
+			ok, err := b.Has(bl.Hash)
+			if err != nil {
+				return 0, 0, fmt.Errorf("commit: %w", err)
+			}
+			if ok {
+				deduped++
+				continue
+			}
 		}
 		s := stored{h: bl.Hash, raw: len(bl.Data), comp: compRaw, data: bl.Data}
 		if len(bl.Data) >= minCompress && compressible(enc, bl.Data) {

@@ -87,7 +87,7 @@ func (m *Memory) Corrupt(h Hash) {
 	m.objects[h] = bad
 }
 
-var _ BatchPutter = (*Memory)(nil)
+var _ FreshPutter = (*Memory)(nil)
 
 // PutBatch stores copies of the blobs not already stored, after checking
 // every pair (see BatchPutter).
@@ -95,6 +95,19 @@ func (m *Memory) PutBatch(blobs []Blob) error {
 	if err := checkBlobs(blobs); err != nil {
 		return err
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range blobs {
+		if _, ok := m.objects[b.Hash]; !ok {
+			m.objects[b.Hash] = append(make([]byte, 0, len(b.Data)), b.Data...)
+		}
+	}
+	return nil
+}
+
+// PutFresh stores copies of the blobs without checking them (see
+// FreshPutter); one already stored keeps its bytes.
+func (m *Memory) PutFresh(blobs []Blob) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, b := range blobs {

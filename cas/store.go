@@ -52,6 +52,25 @@ type BatchPutter interface {
 	PutBatch(blobs []Blob) error
 }
 
+// FreshPutter is a BatchPutter that can skip the work a first import does
+// not need. A first import into an empty store hashes every chunk itself,
+// just before storing it, and finds none of them stored: checking each
+// pair again (Sum) and looking each hash up in the index (a miss that
+// walks the memtables and every level's filters) were a third of its CPU
+// at 100k small files.
+type FreshPutter interface {
+	BatchPutter
+	// PutFresh stores the blobs, committed, not synced, like PutBatch,
+	// without re-hashing them or looking them up: the caller has just
+	// computed each Hash from its Data and knows that none is stored
+	// (repeats within the batch are still written once). A blob that is
+	// stored after all is written again: the index then names the new
+	// copy and the old one is garbage the compactor drops, which costs
+	// space, never data. A wrong pair is not refused here; Get reports it
+	// as ErrCorrupt.
+	PutFresh(blobs []Blob) error
+}
+
 // checkBlobs refuses a batch with a blob whose Hash is not Sum(Data).
 func checkBlobs(blobs []Blob) error {
 	for _, b := range blobs {

@@ -61,6 +61,14 @@ type Importer struct {
 	// the walk reads each file itself when it meets it: the sequential
 	// import, which the parallel one must equal.
 	Workers int
+	// Fresh says the store holds none of the objects the import will
+	// write (the first import into a new store): the readers store
+	// chunks without looking each one up (cas.FreshPutter), and keep a
+	// set of what they wrote so that equal files are stored once. One
+	// stored after all (by an import killed before its commit) is
+	// written again, which wastes its bytes until the compactor drops
+	// the older copy.
+	Fresh bool
 
 	t     *tree.Tree           // the applier's
 	links map[[2]uint64]uint64 // native (dev, ino) -> our ino, for hard links

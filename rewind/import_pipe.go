@@ -63,6 +63,8 @@ const stepBatch = 256
 type step func() error
 
 type pipeline struct {
+	fresh  cas.FreshPutter // set for a Fresh import into a store that has it
+	stored *hashSet        // what the readers stored, with fresh
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	jobs   chan *fileJob // nil: Workers is 1, the walker reads
@@ -148,6 +150,9 @@ func (im *Importer) run(walk func() error) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	p := &pipeline{ctx: ctx, cancel: cancel}
+	if fp, ok := im.Store.(cas.FreshPutter); ok && im.Fresh {
+		p.fresh, p.stored = fp, &hashSet{m: map[cas.Hash]struct{}{}}
+	}
 	im.p = p
 	defer func() { im.p = nil }()
 	workers := im.Workers
@@ -275,6 +280,29 @@ type reader struct {
 	buf   []byte
 	used  int // buf[:used] holds the batch's chunks
 	blobs []cas.Blob
+	news  []cas.Blob // a fresh import's: the blobs no reader stored yet
+}
+
+// hashSet is the set of objects a fresh import's readers stored.
+type hashSet struct {
+	mu sync.Mutex
+	m  map[cas.Hash]struct{}
+}
+
+// addNew appends to dst the blobs of bs not in the set, adds them to it
+// and returns dst. A blob is in the set from then on, before it is
+// stored: a reader that skips it as stored relies on the other's store,
+// which ImportAt waits for (and fails with) before it returns.
+func (s *hashSet) addNew(dst, bs []cas.Blob) []cas.Blob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range bs {
+		if _, ok := s.m[b.Hash]; !ok {
+			s.m[b.Hash] = struct{}{}
+			dst = append(dst, b)
+		}
+	}
+	return dst
 }
 
 func newReader(im *Importer, window int) *reader {
@@ -338,7 +366,14 @@ func (r *reader) flush() error {
 	if len(r.blobs) == 0 {
 		return nil
 	}
-	err := r.bp.PutBatch(r.blobs)
+	var err error
+	if r.p.fresh != nil {
+		r.news = r.p.stored.addNew(r.news[:0], r.blobs)
+		err = r.p.fresh.PutFresh(r.news)
+		clear(r.news)
+	} else {
+		err = r.bp.PutBatch(r.blobs)
+	}
 	clear(r.blobs)
 	r.blobs, r.used = r.blobs[:0], 0
 	if err != nil {

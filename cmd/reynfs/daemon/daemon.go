@@ -211,7 +211,8 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		if d.j.HadHistory() { // never re-import a store that lost its history as a new timeline
 			return nil, fmt.Errorf("%w: store lost acknowledged history: its manifest records synced history but the journal is empty; refusing to import %s as a new timeline", journal.ErrCorrupt, d.cfg.Dir)
 		}
-		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx}
+		// A new store: nothing the import writes is stored yet (Fresh).
+		im := &rewind.Importer{Store: store, Alloc: d.bootAlloc(), Progress: d.cfg.Progress, Ctx: d.cfg.Ctx, Fresh: true}
 		start := time.Now().UnixNano()
 		t, err := im.ImportAt(d.dirf)
 		if err != nil {
@@ -221,10 +222,12 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		if err != nil {
 			return nil, err
 		}
-		g, err := rewind.CommitImport(d.j, root, blobs, d.bootNext, "import "+d.cfg.Dir)
+		g, err := rewind.CommitFreshImport(d.j, root, blobs, d.bootNext, "import "+d.cfg.Dir)
 		if err != nil {
 			return nil, err
 		}
+		// The first mount's longest step, in the log for whoever wonders.
+		d.log.Info().Int("inodes", len(blobs)).Dur("took", time.Since(time.Unix(0, start))).Msg("imported the project directory")
 		return t, d.setMetas(metaDir, d.cfg.Dir, metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10), metaDirSince, sinceMeta(start, nil))
 	}
 	t, err := rewind.Reconstruct(d.j, d.j.Head())
