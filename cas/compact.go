@@ -339,7 +339,7 @@ func (b *Badger) appendMoved(batch []stored, old []blobEntry) error {
 				return err
 			}
 		}
-		return txn.Set(KeyLogPos, Pos{pos.Seg, pos.Off + int64(len(frame))}.encode())
+		return txn.Set(KeyLogPos, Pos{pos.Seg, pos.Off + int64(frame.len())}.encode())
 	})
 }
 

@@ -293,13 +293,13 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	if err := applyFrame(wb, entries, f.Ops); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
-	if err := wb.Set(KeyLogPos, Pos{at.Seg, at.Off + int64(len(frame))}.encode()); err != nil {
+	if err := wb.Set(KeyLogPos, Pos{at.Seg, at.Off + int64(frame.len())}.encode()); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
 	if err := wb.Flush(); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
-	b.logged.Add(int64(len(frame)))
+	b.logged.Add(int64(frame.len()))
 	return len(blobs), deduped, nil
 }
 
