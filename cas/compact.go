@@ -354,7 +354,7 @@ func (l *segLog) roll() error {
 		return err
 	}
 	if f, err := l.file(l.active); err == nil {
-		l.dirty[l.active] = f
+		l.markDirty(l.active, f)
 	}
 	l.active, l.end = l.active+1, segHeaderSize
 	return nil

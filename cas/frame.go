@@ -23,6 +23,11 @@ type Frame struct {
 	First, Last uint64
 	Blobs       []Blob
 	Ops         []Op
+	// Appended, if set, is called once the frame is in the log (written,
+	// not synced) and before its index is written: a sync of the log may
+	// start then, while the index write runs (SyncLog does not wait for
+	// Commit).
+	Appended func()
 }
 
 // Entry kinds in a frame's payload.

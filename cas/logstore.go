@@ -278,6 +278,9 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("commit: %w", err)
 	}
+	if f.Appended != nil {
+		f.Appended()
+	}
 	if b.fault != nil {
 		if err := b.fault("index"); err != nil {
 			return 0, 0, fmt.Errorf("commit: injected fault: %w", err)

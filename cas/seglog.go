@@ -104,7 +104,11 @@ type segLog struct {
 	mu     sync.Mutex // the writer: append, roll
 	active uint64     // segment number written now
 	end    int64      // its size: where the next frame starts
-	dirty  map[uint64]*os.File
+
+	// dirty is the segments written since the last sync, under dmu, not
+	// mu: a sync starts while a commit still holds mu for its index write.
+	dmu   sync.Mutex
+	dirty map[uint64]*os.File
 
 	syncMu sync.Mutex // one fdatasync round at a time
 
@@ -228,7 +232,7 @@ func (l *segLog) append(frame frameVec) (Pos, error) {
 			return Pos{}, err
 		}
 		if f, err := l.file(l.active); err == nil {
-			l.dirty[l.active] = f // the old one's last frames still need a sync
+			l.markDirty(l.active, f) // the old one's last frames still need a sync
 		}
 		l.active, l.end = l.active+1, segHeaderSize
 	}
@@ -254,8 +258,15 @@ func (l *segLog) append(frame frameVec) (Pos, error) {
 		return Pos{}, fmt.Errorf("append to %s at %d: %w", f.Name(), l.end, err)
 	}
 	l.end += size
-	l.dirty[l.active] = f
+	l.markDirty(l.active, f)
 	return at, nil
+}
+
+// markDirty notes that segment n was written since the last sync.
+func (l *segLog) markDirty(n uint64, f *os.File) {
+	l.dmu.Lock()
+	l.dirty[n] = f
+	l.dmu.Unlock()
 }
 
 // iovMax is the most iovecs one pwritev takes (IOV_MAX on Linux).
@@ -305,10 +316,10 @@ func pwritev(f *os.File, parts [][]byte, off, n int64) error {
 func (l *segLog) sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	l.mu.Lock()
+	l.dmu.Lock()
 	dirty := l.dirty
 	l.dirty = make(map[uint64]*os.File, 1)
-	l.mu.Unlock()
+	l.dmu.Unlock()
 	for n, f := range dirty {
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
 			return fmt.Errorf("sync %s: %w", l.path(n), err)
