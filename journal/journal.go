@@ -26,15 +26,16 @@ type Journal struct {
 	next      uint64     // next seq to assign
 	pos       uint64     // items ever enqueued; an item's pos orders Sync
 	committed uint64     // pos of the last committed item
+	inflight  int        // bytes of the batch being committed
+	err       error      // sticky, wraps ErrFailed
+	closing   bool
+	done      chan struct{} // closed when the committer has exited
+
 	// appended is the pos of the last item whose frame is in the log,
 	// its index maybe not yet written; appendedSeq its batch's max seq.
 	// Sync starts its fdatasync from there (commit.go).
 	appended    uint64
 	appendedSeq uint64
-	inflight  int        // bytes of the batch being committed
-	err       error      // sticky, wraps ErrFailed
-	closing   bool
-	done      chan struct{} // closed when the committer has exited
 
 	head    atomic.Uint64
 	durable atomic.Uint64
