@@ -324,6 +324,9 @@ const sampleSize = 4 << 10
 // is judged by compressing a sample first, so incompressible chunks
 // (media, archives, random data) cost a 4 KiB attempt, not a whole one.
 func compressible(enc *zstd.Encoder, data []byte) bool {
+	if len(data) >= sampleSize && looksRandom(data[:sampleSize]) {
+		return false // entropy.go
+	}
 	if len(data) < 4*sampleSize {
 		return true
 	}
