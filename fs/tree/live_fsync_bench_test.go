@@ -49,3 +49,30 @@ func BenchmarkLiveRandomWriteLargeFile(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkLiveSeqWrite1M is fio's sequential write with 1 MiB blocks:
+// every write fills 16 whole chunks and reaches FileFlushBytes, so each
+// is journaled at once; the last is synced.
+func BenchmarkLiveSeqWrite1M(b *testing.B) {
+	l, st := benchFile(b, 0)
+	p := make([]byte, 1<<20)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i+8 <= len(p); i += 8 {
+		binary.LittleEndian.PutUint64(p[i:], rng.Uint64())
+	}
+	b.SetBytes(int64(len(p)))
+	b.ResetTimer()
+	for i := range b.N {
+		binary.LittleEndian.PutUint64(p, uint64(i)) // no chunk repeats
+		for c := 0; c < len(p); c += 64 << 10 {
+			p[c] = byte(i)
+			p[c+1] = byte(i >> 8)
+		}
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, uint64(i)<<20, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := l.Fsync(testCaller, st.Ino); err != nil {
+		b.Fatal(err)
+	}
+}
