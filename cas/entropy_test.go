@@ -84,3 +84,46 @@ func BenchmarkLooksRandom(b *testing.B) {
 		looksRandom(d)
 	}
 }
+
+// TestLooksRandomNeverSkipsCompressible: on samples between random and
+// compressible (a restricted alphabet, a share of repeated runs, a share
+// of text), whatever looksRandom skips, zstd would not have compressed.
+func TestLooksRandomNeverSkipsCompressible(t *testing.T) {
+	enc, _, err := codecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	text := bytes.Repeat([]byte("if err != nil {\n\treturn fmt.Errorf(\"commit: %w\", err)\n}\n"), 100)
+	skipped := 0
+	for k := range 600 {
+		s := make([]byte, sampleSize)
+		alphabet := 64 + rng.IntN(193)
+		for i := range s {
+			s[i] = byte(rng.IntN(alphabet))
+		}
+		share := rng.IntN(40) // percent of the sample overwritten
+		for done := 0; done*100 < share*len(s); {
+			run := 4 + rng.IntN(60)
+			at := rng.IntN(len(s) - run)
+			if k%2 == 0 && at >= run { // a repeat of earlier bytes
+				src := rng.IntN(at - run + 1)
+				copy(s[at:at+run], s[src:src+run])
+			} else { // text
+				copy(s[at:at+run], text[rng.IntN(len(text)-run):])
+			}
+			done += run
+		}
+		if !looksRandom(s) {
+			continue
+		}
+		skipped++
+		if z := enc.EncodeAll(s, nil); len(z) <= len(s)-len(s)/8 {
+			t.Fatalf("sample %d (alphabet %d, %d%% overwritten) skipped, but zstd takes it to %d bytes", k, alphabet, share, len(z))
+		}
+	}
+	t.Logf("%d of 600 samples skipped", skipped)
+	if skipped == 0 {
+		t.Fatal("nothing skipped: the test does not reach the boundary")
+	}
+}
