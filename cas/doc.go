@@ -91,8 +91,8 @@
 // unsynced Badger write batch. Blobs already stored or repeated in the
 // frame are not written again. SyncLog is one fdatasync of the segments
 // written since the last one, and may run while a commit writes its index
-// (Frame.Appended tells the journal the frame is written); Badger is synced by the journal's background
-// checkpoint. CatchUp, on open, scans the log from "m/logpos" and
+// (Frame.Appended tells the journal the frame is written); Badger is synced
+// by the journal's background checkpoint. CatchUp, on open, scans the log from "m/logpos" and
 // re-applies every complete frame (idempotent), cuts a torn tail, and
 // reports damage (ErrDamaged): see journal/doc.go, "Damage".
 //
