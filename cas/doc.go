@@ -92,9 +92,10 @@
 // frame are not written again. SyncLog is one fdatasync of the segments
 // written since the last one, and may run while a commit writes its index
 // (Frame.Appended tells the journal the frame is written); Badger is synced
-// by the journal's background checkpoint. CatchUp, on open, scans the log from "m/logpos" and
-// re-applies every complete frame (idempotent), cuts a torn tail, and
-// reports damage (ErrDamaged): see journal/doc.go, "Damage".
+// by the journal's background checkpoint. CatchUp, on open, scans the
+// log from "m/logpos" and re-applies every complete frame (idempotent),
+// cuts a torn tail, and reports damage (ErrDamaged): see journal/doc.go,
+// "Damage".
 //
 // Get answers from the cache, else looks up 'o' (inline bytes win, so a
 // format-1 object, or one a test corrupts in place, is read from Badger)
