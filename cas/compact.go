@@ -345,7 +345,7 @@ func (b *Badger) appendMoved(batch []stored, old []blobEntry) error {
 				return err
 			}
 		}
-		return txn.Set(KeyLogPos, Pos{pos.Seg, pos.Off + int64(len(frame))}.encode())
+		return txn.Set(KeyLogPos, Pos{pos.Seg, pos.Off + int64(frame.len())}.encode())
 	})
 }
 
@@ -360,7 +360,7 @@ func (l *segLog) roll() error {
 		return err
 	}
 	if f, err := l.file(l.active); err == nil {
-		l.dirty[l.active] = f
+		l.markDirty(l.active, f)
 	}
 	l.active, l.end = l.active+1, segHeaderSize
 	return nil

@@ -78,8 +78,12 @@
 // hash, base, depth, raw length, stored length, delta), then key writes
 // ('s' key value, 'd' key) in the order of the commit. Blobs are
 // zstd-compressed (klauspost/compress, SpeedFastest, one shared encoder)
-// when that saves at least an eighth, else stored raw. The writer
-// appends with pwrite, never through a mapping, so a full disk is ENOSPC;
+// when that saves at least an eighth, else stored raw; a chunk whose
+// first 4 KiB look random (entropy.go: an LZ parse and the entropy of the
+// rest estimate a saving under a tenth) is stored raw without a zstd
+// attempt, and a big one is judged by zstd on that sample. The writer
+// appends with pwritev (the blobs' bytes from their own buffers, never
+// copied into the frame), never through a mapping, so a full disk is ENOSPC;
 // a failed or short write is cut back to the frame's start. It rolls to a
 // new segment (created O_EXCL, header fdatasynced, directory fsynced)
 // when a frame would take the active one past SegmentSize (128 MiB).
@@ -89,10 +93,12 @@
 // (each new blob's Loc, the frame's key writes, "m/logpos") as one
 // unsynced Badger write batch. Blobs already stored or repeated in the
 // frame are not written again. SyncLog is one fdatasync of the segments
-// written since the last one; Badger is synced by the journal's background
-// checkpoint. CatchUp, on open, scans the log from "m/logpos" and
-// re-applies every complete frame (idempotent), cuts a torn tail, and
-// reports damage (ErrDamaged): see journal/doc.go, "Damage".
+// written since the last one, and may run while a commit writes its index
+// (Frame.Appended tells the journal the frame is written); Badger is synced
+// by the journal's background checkpoint. CatchUp, on open, scans the
+// log from "m/logpos" and re-applies every complete frame (idempotent),
+// cuts a torn tail, and reports damage (ErrDamaged): see journal/doc.go,
+// "Damage".
 //
 // Get answers from the cache, else looks up 'o' (inline bytes win, so a
 // format-1 object, or one a test corrupts in place, is read from Badger)

@@ -26,6 +26,11 @@ type Frame struct {
 	// Fresh: the writer knows no blob of the frame is stored (a first
 	// import, see FreshPutter), so Commit does not look each one up.
 	Fresh bool
+	// Appended, if set, is called once the frame is in the log (written,
+	// not synced) and before its index is written: a sync of the log may
+	// start then, while the index write runs (SyncLog does not wait for
+	// Commit).
+	Appended func()
 }
 
 // Entry kinds in a frame's payload.
@@ -115,17 +120,52 @@ type stored struct {
 	depth uint16
 }
 
+// frameVec is an encoded frame as the pieces one pwritev writes: the
+// header and the entries' own bytes in one buffer, and each blob's stored
+// bytes of at least minPiece in place, so that a commit never copies (nor
+// allocates and clears a buffer for) the chunk data it appends.
+type frameVec struct {
+	parts [][]byte
+	n     int // total length
+}
+
+// len is the frame's length in bytes, header included.
+func (v frameVec) len() int { return v.n }
+
+// bytes returns the frame as one slice (tests, and tools that want one).
+func (v frameVec) bytes() []byte {
+	out := make([]byte, 0, v.n)
+	for _, p := range v.parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// minPiece is the smallest blob written from its own buffer; smaller ones
+// are copied into the entries' buffer, which keeps the iovec count low.
+const minPiece = 2 << 10
+
 // encodeFrame returns the frame (header and payload) and, for each blob,
-// the offset of its stored bytes from the start of the frame.
-func encodeFrame(first, last uint64, blobs []stored, ops []Op) ([]byte, []int64) {
+// the offset of its stored bytes from the start of the frame. The frame
+// aliases the blobs' data: they must not change until it is written.
+func encodeFrame(first, last uint64, blobs []stored, ops []Op) (frameVec, []int64) {
 	n := frameHeaderSize
+	pieces := 1
 	for _, b := range blobs {
-		n += 1 + 2*len(b.h) + 1 + 3*binary.MaxVarintLen64 + len(b.data)
+		n += 1 + 2*len(b.h) + 1 + 3*binary.MaxVarintLen64 // a delta's base and depth too
+		if len(b.data) < minPiece {
+			n += len(b.data)
+		} else {
+			pieces += 2
+		}
 	}
 	for _, o := range ops {
 		n += 1 + 2*binary.MaxVarintLen64 + len(o.Key) + len(o.Val)
 	}
+	// buf never grows past n, so the parts cut from it stay valid.
 	buf := make([]byte, frameHeaderSize, n)
+	v := frameVec{parts: make([][]byte, 0, pieces)}
+	cut := 0 // buf[cut:] is not in v.parts yet
 	offs := make([]int64, len(blobs))
 	for i, b := range blobs {
 		if b.comp == compDelta {
@@ -140,8 +180,14 @@ func encodeFrame(first, last uint64, blobs []stored, ops []Op) ([]byte, []int64)
 		}
 		buf = binary.AppendUvarint(buf, uint64(b.raw))
 		buf = binary.AppendUvarint(buf, uint64(len(b.data)))
-		offs[i] = int64(len(buf))
-		buf = append(buf, b.data...)
+		offs[i] = int64(v.n + len(buf) - cut)
+		if len(b.data) < minPiece {
+			buf = append(buf, b.data...)
+			continue
+		}
+		v.parts = append(v.parts, buf[cut:], b.data)
+		v.n += len(buf) - cut + len(b.data)
+		cut = len(buf)
 	}
 	for _, o := range ops {
 		if o.Del {
@@ -156,14 +202,22 @@ func encodeFrame(first, last uint64, blobs []stored, ops []Op) ([]byte, []int64)
 		buf = binary.AppendUvarint(buf, uint64(len(o.Val)))
 		buf = append(buf, o.Val...)
 	}
+	if len(buf) > cut {
+		v.parts = append(v.parts, buf[cut:])
+		v.n += len(buf) - cut
+	}
+	crc := crc32.Checksum(v.parts[0][frameHeaderSize:], castagnoli)
+	for _, p := range v.parts[1:] {
+		crc = crc32.Update(crc, castagnoli, p)
+	}
 	h := buf[:frameHeaderSize]
 	binary.BigEndian.PutUint32(h, frameMagic)
-	binary.BigEndian.PutUint32(h[4:], uint32(len(buf)-frameHeaderSize))
+	binary.BigEndian.PutUint32(h[4:], uint32(v.n-frameHeaderSize))
 	binary.BigEndian.PutUint64(h[8:], first)
 	binary.BigEndian.PutUint64(h[16:], last)
-	binary.BigEndian.PutUint32(h[24:], crc32.Checksum(buf[frameHeaderSize:], castagnoli))
+	binary.BigEndian.PutUint32(h[24:], crc)
 	binary.BigEndian.PutUint32(h[28:], crc32.Checksum(h[:28], castagnoli))
-	return buf, offs
+	return v, offs
 }
 
 // frameHeader is a parsed, checksum-checked frame header.

@@ -289,6 +289,9 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("commit: %w", err)
 	}
+	if f.Appended != nil {
+		f.Appended()
+	}
 	if b.fault != nil {
 		if err := b.fault("index"); err != nil {
 			return 0, 0, fmt.Errorf("commit: injected fault: %w", err)
@@ -304,13 +307,13 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	if err := applyFrame(wb, entries, f.Ops); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
-	if err := wb.Set(KeyLogPos, Pos{at.Seg, at.Off + int64(len(frame))}.encode()); err != nil {
+	if err := wb.Set(KeyLogPos, Pos{at.Seg, at.Off + int64(frame.len())}.encode()); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
 	if err := wb.Flush(); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
-	b.logged.Add(int64(len(frame)))
+	b.logged.Add(int64(frame.len()))
 	if bases {
 		written := make(map[Hash]bool, len(blobs))
 		for _, s := range blobs {
@@ -339,6 +342,9 @@ const sampleSize = 4 << 10
 // is judged by compressing a sample first, so incompressible chunks
 // (media, archives, random data) cost a 4 KiB attempt, not a whole one.
 func compressible(enc *zstd.Encoder, data []byte) bool {
+	if len(data) >= sampleSize && looksRandom(data[:sampleSize]) {
+		return false // entropy.go
+	}
 	if len(data) < 4*sampleSize {
 		return true
 	}

@@ -104,7 +104,11 @@ type segLog struct {
 	mu     sync.Mutex // the writer: append, roll
 	active uint64     // segment number written now
 	end    int64      // its size: where the next frame starts
-	dirty  map[uint64]*os.File
+
+	// dirty is the segments written since the last sync, under dmu, not
+	// mu: a sync starts while a commit still holds mu for its index write.
+	dmu   sync.Mutex
+	dirty map[uint64]*os.File
 
 	syncMu sync.Mutex // one fdatasync round at a time
 
@@ -218,16 +222,17 @@ func (l *segLog) resume(n uint64, end int64) {
 // take it past SegmentSize. On a failed or short write the segment is cut
 // back to where the frame started. It returns where the frame starts.
 // The caller holds l.mu.
-func (l *segLog) append(frame []byte) (Pos, error) {
+func (l *segLog) append(frame frameVec) (Pos, error) {
 	if l.readOnly {
 		return Pos{}, errors.New("log opened read-only")
 	}
-	if l.end > segHeaderSize && l.end+int64(len(frame)) > segmentSize {
+	size := int64(frame.len())
+	if l.end > segHeaderSize && l.end+size > segmentSize {
 		if err := l.create(l.active + 1); err != nil {
 			return Pos{}, err
 		}
 		if f, err := l.file(l.active); err == nil {
-			l.dirty[l.active] = f // the old one's last frames still need a sync
+			l.markDirty(l.active, f) // the old one's last frames still need a sync
 		}
 		l.active, l.end = l.active+1, segHeaderSize
 	}
@@ -236,9 +241,9 @@ func (l *segLog) append(frame []byte) (Pos, error) {
 		return Pos{}, err
 	}
 	at := Pos{l.active, l.end}
-	if l.fault != nil && len(frame) > 1 {
+	if l.fault != nil && size > 1 {
 		// Crash tests: half the frame is written when "frame" fires.
-		if _, err := f.WriteAt(frame[:len(frame)/2], l.end); err == nil {
+		if err := pwritev(f, frame.parts, l.end, size/2); err == nil {
 			err = l.fault("frame")
 			if err != nil {
 				_ = f.Truncate(l.end)
@@ -246,19 +251,64 @@ func (l *segLog) append(frame []byte) (Pos, error) {
 			}
 		}
 	}
-	n, err := f.WriteAt(frame, l.end)
-	if err == nil && n != len(frame) {
-		err = fmt.Errorf("short write of %d of %d bytes", n, len(frame))
-	}
-	if err != nil {
+	if err := pwritev(f, frame.parts, l.end, size); err != nil {
 		if terr := f.Truncate(l.end); terr != nil {
 			err = fmt.Errorf("%w (and cutting it back: %v)", err, terr)
 		}
 		return Pos{}, fmt.Errorf("append to %s at %d: %w", f.Name(), l.end, err)
 	}
-	l.end += int64(len(frame))
-	l.dirty[l.active] = f
+	l.end += size
+	l.markDirty(l.active, f)
 	return at, nil
+}
+
+// markDirty notes that segment n was written since the last sync.
+func (l *segLog) markDirty(n uint64, f *os.File) {
+	l.dmu.Lock()
+	l.dirty[n] = f
+	l.dmu.Unlock()
+}
+
+// iovMax is the most iovecs one pwritev takes (IOV_MAX on Linux).
+const iovMax = 1024
+
+// pwritev writes the first n bytes of parts at off, with as few system
+// calls as the kernel allows (a short write continues where it stopped).
+func pwritev(f *os.File, parts [][]byte, off, n int64) error {
+	var vec [][]byte
+	for _, p := range parts {
+		if n <= 0 {
+			break
+		}
+		p = p[:min(int64(len(p)), n)]
+		n -= int64(len(p))
+		if len(p) > 0 {
+			vec = append(vec, p)
+		}
+	}
+	fd := int(f.Fd())
+	for len(vec) > 0 {
+		k, err := unix.Pwritev(fd, vec[:min(len(vec), iovMax)], off)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			return io.ErrShortWrite
+		}
+		off += int64(k)
+		for k > 0 {
+			if k < len(vec[0]) {
+				vec[0] = vec[0][k:]
+				break
+			}
+			k -= len(vec[0])
+			vec = vec[1:]
+		}
+	}
+	return nil
 }
 
 // sync fdatasyncs every segment written since the last sync: one device
@@ -266,10 +316,10 @@ func (l *segLog) append(frame []byte) (Pos, error) {
 func (l *segLog) sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	l.mu.Lock()
+	l.dmu.Lock()
 	dirty := l.dirty
 	l.dirty = make(map[uint64]*os.File, 1)
-	l.mu.Unlock()
+	l.dmu.Unlock()
 	for n, f := range dirty {
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
 			return fmt.Errorf("sync %s: %w", l.path(n), err)

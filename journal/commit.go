@@ -55,6 +55,10 @@ func (j *Journal) commitLoop() {
 			b.err = j.err
 		} else {
 			j.committed = b.lastPo
+			// Also a batch with nothing to append, or a store without
+			// a log (which calls no Appended).
+			j.appended = max(j.appended, b.lastPo)
+			j.appendedSeq = max(j.appendedSeq, b.maxSeq)
 			if b.maxSeq > 0 {
 				j.durable.Store(b.maxSeq)
 			}
@@ -76,6 +80,15 @@ func (j *Journal) commit(b *batch) error {
 		return err
 	}
 	f := &cas.Frame{Last: b.maxSeq}
+	f.Appended = func() {
+		// The frame is in the log: a Sync waiting for it may start its
+		// fdatasync while the index is written.
+		j.mu.Lock()
+		j.appended = b.lastPo
+		j.appendedSeq = max(j.appendedSeq, b.maxSeq)
+		j.progress.Broadcast()
+		j.mu.Unlock()
+	}
 	if b.blobs > 0 {
 		f.Blobs = make([]cas.Blob, 0, b.blobs)
 	}
@@ -150,11 +163,14 @@ type syncer struct {
 
 // Sync returns once everything enqueued before the call is committed and a
 // log sync (fdatasync of the segments written, one device flush) that
-// started after that commit has finished: from then on it survives a
-// power cut. Concurrent callers share syncs. Badger, the index, is not
-// synced here: the log holds everything it would need (checkpoint.go). A failed
-// sync fails the journal (ErrFailed): after fsync reports an error the page
-// cache can no longer be trusted to hold what it dropped.
+// started after that commit's frame was in the log has finished: from
+// then on it survives a power cut. The sync starts as soon as the frame is
+// written and runs while the committer writes the frame's index, which
+// Sync then waits for too, so that what it covers can be read. Concurrent
+// callers share syncs. Badger, the index, is not synced here: the log
+// holds everything it would need (checkpoint.go). A failed sync fails the
+// journal (ErrFailed): after fsync reports an error the page cache can no
+// longer be trusted to hold what it dropped.
 func (j *Journal) Sync() error {
 	j.closeMu.RLock()
 	closed := j.closed
@@ -164,7 +180,7 @@ func (j *Journal) Sync() error {
 	}
 	j.mu.Lock()
 	target := j.pos
-	for j.committed < target && j.err == nil {
+	for j.appended < target && j.err == nil {
 		j.progress.Wait()
 	}
 	err := j.err
@@ -175,7 +191,6 @@ func (j *Journal) Sync() error {
 
 	s := &j.syncer
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for s.synced < target {
 		if s.running {
 			s.cond.Wait()
@@ -183,11 +198,12 @@ func (j *Journal) Sync() error {
 		}
 		s.running = true
 		j.mu.Lock()
-		covers, failed, seq := j.committed, j.err, j.durable.Load()
+		covers, failed, seq := j.appended, j.err, j.appendedSeq
 		j.mu.Unlock()
 		if failed != nil {
 			s.running = false
 			s.cond.Broadcast()
+			s.mu.Unlock()
 			return fmt.Errorf("sync: %w", failed)
 		}
 		s.mu.Unlock()
@@ -196,9 +212,11 @@ func (j *Journal) Sync() error {
 		s.running = false
 		s.cond.Broadcast()
 		if errors.Is(err, ErrClosed) {
+			s.mu.Unlock()
 			return fmt.Errorf("sync: %w", err)
 		}
 		if err != nil {
+			s.mu.Unlock()
 			err = j.fail(fmt.Errorf("%w: sync: %w", ErrFailed, err))
 			return fmt.Errorf("sync: %w", err)
 		}
@@ -206,6 +224,17 @@ func (j *Journal) Sync() error {
 		if j.marks != nil {
 			j.marks.durable(seq) // the store manifest's durable marks
 		}
+	}
+	s.mu.Unlock()
+
+	// The index write of what the sync covered, usually done by now.
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.committed < target && j.err == nil {
+		j.progress.Wait()
+	}
+	if j.err != nil {
+		return fmt.Errorf("sync: %w", j.err)
 	}
 	return nil
 }

@@ -107,8 +107,10 @@
 // with pwrite into the page cache, and survives kill -9 of the daemon.
 // Sync runs one fdatasync of the segments written since the last sync
 // (normally one file: one device flush, where Badger's SyncWrites=false
-// logs cost two) after everything enqueued before it has committed;
-// callers share syncs, and a sync that started after a commit covers it.
+// logs cost two) once everything enqueued before it is in the log, while
+// the committer writes the last batch's index (Sync returns after both);
+// callers share syncs, and a sync that started after a frame was written
+// covers it.
 // Sync runs on every FUSE fsync/fdatasync, on every generation cut and
 // after every reset record (rewind/ calls Sync), on SetMeta and on Close.
 // A power loss keeps everything committed before the last completed Sync

@@ -31,6 +31,12 @@ type Journal struct {
 	closing   bool
 	done      chan struct{} // closed when the committer has exited
 
+	// appended is the pos of the last item whose frame is in the log,
+	// its index maybe not yet written; appendedSeq its batch's max seq.
+	// Sync starts its fdatasync from there (commit.go).
+	appended    uint64
+	appendedSeq uint64
+
 	head    atomic.Uint64
 	durable atomic.Uint64
 

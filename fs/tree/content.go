@@ -143,11 +143,15 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre Prefetc
 		if in == 0 && want == cas.ChunkSize {
 			// The whole slot is overwritten: its stored bytes would
 			// be read only to be replaced.
-			if _, pend := n.pending[idx]; !pend {
+			if b, pend := n.pending[idx]; !pend || cap(b) < cas.ChunkSize {
 				if n.pending == nil {
 					n.pending = map[uint64][]byte{}
 				}
-				n.pending[idx] = make([]byte, cas.ChunkSize)
+				// A copy, not make and copy: the buffer is not
+				// cleared first (a sequential write's chunks).
+				n.pending[idx] = bytes.Clone(p[done : done+int(want)])
+				done += int(want)
+				continue
 			}
 		}
 		b, err := t.pendingChunkFrom(n, idx, in+want, pre)
