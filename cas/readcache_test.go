@@ -50,48 +50,57 @@ func noise(seed uint64, n int) []byte {
 
 func sameArray(a, b []byte) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
 
-// GetInto reads an uncompressed object into the caller's buffer without
-// caching it, remembers where it is, and a later read of it needs no
-// index lookup; a buffer too small, or a compressed object, is read as
-// Get reads it (and cached).
-func TestGetIntoReadsIntoBuffer(t *testing.T) {
+// ReadRange reads the wanted pages of an uncompressed object into the
+// caller's buffer without caching them, remembers where the object is,
+// and later reads of it need no index lookup; an unaligned range, or a
+// compressed object, is read whole and cached.
+func TestReadRangeReadsIntoBuffer(t *testing.T) {
 	s := newLoggedStore(t, t.TempDir())
-	data := noise(1, 64<<10)
+	data := noise(1, 64<<10-1000) // a short last page
 	h, err := s.Put(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := make([]byte, 64<<10)
-	for i := range 2 {
-		got, err := s.GetInto(h, dst)
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("read %d: %v", i, err)
-		}
-		if !sameArray(got, dst) {
-			t.Fatalf("read %d: not read into the buffer", i)
-		}
-		if n, _ := s.cache.size(); n != 0 {
-			t.Fatalf("read %d: %d objects cached, want none", i, n)
-		}
-		if _, ok := s.locs.get(h); !ok {
-			t.Fatalf("read %d: location not remembered", i)
-		}
-		if i == 0 {
-			// The second read must come from the remembered location:
-			// with the index entry gone it would fail otherwise.
-			if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(logKey(h)) }); err != nil {
-				t.Fatal(err)
-			}
-		}
+	other := noise(4, 64<<10)
+	ho, err := s.Put(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadRange(ho, 100, make([]byte, 4096))
+	if err != nil || !bytes.Equal(got, other[100:4196]) {
+		t.Fatalf("unaligned range: %v", err)
+	}
+	if !s.cache.contains(ho) {
+		t.Fatal("an object read whole for an unaligned range is not cached")
 	}
 
-	small := make([]byte, 4096)
-	got, err := s.GetInto(h, small)
-	if err != nil || !bytes.Equal(got, data) || sameArray(got, small) {
-		t.Fatalf("into a small buffer: %v", err)
+	dst := make([]byte, 64<<10)
+	got, err = s.ReadRange(h, 0, dst)
+	if err != nil || !bytes.Equal(got, data) || !sameArray(got, dst) {
+		t.Fatalf("whole object: %v (equal %v, into the buffer %v)", err, bytes.Equal(got, data), sameArray(got, dst))
 	}
-	if !s.cache.contains(h) {
-		t.Fatal("an object read for a small buffer is not cached")
+	if s.cache.contains(h) {
+		t.Fatal("an object read into the buffer is cached")
+	}
+	if _, ok := s.locs.get(h); !ok {
+		t.Fatal("location not remembered")
+	}
+	// Later reads come from the remembered location: with the index
+	// entry gone they would fail otherwise.
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(logKey(h)) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][2]int{{0, 64 << 10}, {8192, 4096}, {8192, 3 * 4096}, {15 * 4096, 4096}, {16 * 4096, 4096}} {
+		off, n := r[0], r[1]
+		buf := make([]byte, n)
+		got, err := s.ReadRange(h, off, buf)
+		want := data[min(off, len(data)):min(off+n, len(data))]
+		if err != nil || !bytes.Equal(got, want) || (len(want) > 0 && !sameArray(got, buf)) {
+			t.Fatalf("range %d+%d: %v (equal %v)", off, n, err, bytes.Equal(got, want))
+		}
+	}
+	if s.cache.contains(h) {
+		t.Fatal("pages read into buffers are cached")
 	}
 
 	text := bytes.Repeat([]byte("package main // compressible\n"), 2000)
@@ -99,7 +108,7 @@ func TestGetIntoReadsIntoBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.GetInto(ht, make([]byte, 64<<10))
+	got, err = s.ReadRange(ht, 0, make([]byte, 64<<10))
 	if err != nil || !bytes.Equal(got, text) {
 		t.Fatalf("compressed: %v", err)
 	}
@@ -110,9 +119,9 @@ func TestGetIntoReadsIntoBuffer(t *testing.T) {
 
 // Damage to a segment after an object was read (and verified) once is
 // still caught: the remembered CRC no longer matches, and the full check
-// that follows reports ErrCorrupt, through GetInto and Get alike. It would
+// that follows reports ErrCorrupt, through ReadRange and Get alike. It would
 // fail if a remembered location were trusted without a check.
-func TestGetIntoCatchesLaterDamage(t *testing.T) {
+func TestReadRangeCatchesLaterDamage(t *testing.T) {
 	dir := t.TempDir()
 	s := newLoggedStore(t, dir)
 	data := noise(2, 64<<10)
@@ -121,7 +130,7 @@ func TestGetIntoCatchesLaterDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := make([]byte, 64<<10)
-	if _, err := s.GetInto(h, dst); err != nil {
+	if _, err := s.ReadRange(h, 0, dst); err != nil {
 		t.Fatal(err)
 	}
 	e, ok := s.locs.get(h)
@@ -138,8 +147,11 @@ func TestGetIntoCatchesLaterDamage(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetInto(h, dst); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("GetInto of a damaged object: %v, want ErrCorrupt", err)
+	if _, err := s.ReadRange(h, 0, dst); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("ReadRange of a damaged object: %v, want ErrCorrupt", err)
+	}
+	if _, err := s.ReadRange(h, 0, dst[:4096]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("ReadRange of a damaged page: %v, want ErrCorrupt", err)
 	}
 	if _, err := s.Get(h); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Get of a damaged object: %v, want ErrCorrupt", err)
@@ -147,7 +159,7 @@ func TestGetIntoCatchesLaterDamage(t *testing.T) {
 }
 
 // A deleted object is not found through a remembered location.
-func TestGetIntoAfterDelete(t *testing.T) {
+func TestReadRangeAfterDelete(t *testing.T) {
 	s := newLoggedStore(t, t.TempDir())
 	data := noise(3, 64<<10)
 	h, err := s.Put(data)
@@ -155,14 +167,14 @@ func TestGetIntoAfterDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := make([]byte, 64<<10)
-	if _, err := s.GetInto(h, dst); err != nil {
+	if _, err := s.ReadRange(h, 0, dst); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete([]Hash{h}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetInto(h, dst); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("GetInto after Delete: %v, want ErrNotFound", err)
+	if _, err := s.ReadRange(h, 0, dst); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReadRange after Delete: %v, want ErrNotFound", err)
 	}
 	if _, err := s.Get(h); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
@@ -172,7 +184,7 @@ func TestGetIntoAfterDelete(t *testing.T) {
 // Objects whose locations were remembered are read correctly after the
 // compactor moved them and retired their segment, and the remembered
 // locations then name the copies.
-func TestGetIntoAcrossCompaction(t *testing.T) {
+func TestReadRangeAcrossCompaction(t *testing.T) {
 	s := newLoggedStore(t, t.TempDir())
 	var all []Hash
 	data := map[Hash][]byte{}
@@ -186,7 +198,7 @@ func TestGetIntoAcrossCompaction(t *testing.T) {
 	}
 	dst := make([]byte, 256<<10)
 	for _, h := range all {
-		if _, err := s.GetInto(h, dst); err != nil {
+		if _, err := s.ReadRange(h, 0, dst); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,9 +217,9 @@ func TestGetIntoAcrossCompaction(t *testing.T) {
 	}
 	time.Sleep(2 * retireDelay)
 	for _, h := range all[:10] {
-		got, err := s.GetInto(h, dst)
+		got, err := s.ReadRange(h, 0, dst)
 		if err != nil || !bytes.Equal(got, data[h]) {
-			t.Fatalf("GetInto %s after compaction: %v", h.Short(), err)
+			t.Fatalf("ReadRange %s after compaction: %v", h.Short(), err)
 		}
 	}
 	after, _ := s.locs.get(all[3])
@@ -215,7 +227,7 @@ func TestGetIntoAcrossCompaction(t *testing.T) {
 		t.Fatalf("remembered location still in segment %d after it was compacted", before.loc.Seg)
 	}
 	for _, h := range all[10:] {
-		if _, err := s.GetInto(h, dst); !errors.Is(err, ErrNotFound) {
+		if _, err := s.ReadRange(h, 0, dst); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("swept object: %v, want ErrNotFound", err)
 		}
 	}
@@ -225,7 +237,7 @@ func TestGetIntoAcrossCompaction(t *testing.T) {
 func TestLocCacheBound(t *testing.T) {
 	c := newLocCache(8)
 	for i := range 100 {
-		c.add(Hash{byte(i)}, locEntry{crc: uint32(i)}, c.currentEpoch())
+		c.add(Hash{byte(i)}, locEntry{crcs: []uint32{uint32(i)}}, c.currentEpoch())
 	}
 	if n := c.len(); n != 8 {
 		t.Fatalf("%d entries, want 8", n)

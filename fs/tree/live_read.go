@@ -11,17 +11,15 @@ import (
 var zeros [cas.ChunkSize]byte
 
 // ReadVec returns the bytes of file ino at [off, off+size) as slices for
-// a scatter-gather reply. A chunk the request covers from its start is
-// read from the store straight into its place in scratch (at least size
-// long), unless the store's cache has it: no allocation, and a big
-// sequential read does not flush the cache (the kernel's page cache keeps
-// what it reads). A chunk read from the middle comes from the cache
-// (cas.Badger.Get caches it: small random reads hit the same chunks).
-// Holes and the zero tail of a short chunk are slices of a shared zero
-// chunk, and chunks written but not yet journaled, which a later write
-// changes in place, are copied into scratch. The slices must not be
-// modified. It returns the slices and their total length (short at end
-// of file).
+// a scatter-gather reply. The pages a request wants of a journaled chunk
+// are read from the store straight into their place in scratch (at least
+// size long) unless the store's cache has the chunk (cas.RangeReader): no
+// allocation, and a big sequential read does not flush the cache (the
+// kernel's page cache keeps what it reads). Holes and the zero tail of a
+// short chunk are slices of a shared zero chunk, and chunks written but
+// not yet journaled, which a later write changes in place, are copied
+// into scratch. The slices must not be modified. It returns the slices
+// and their total length (short at end of file).
 func (l *Live) ReadVec(ino uint64, off uint64, size int, scratch []byte) ([][]byte, int, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -53,25 +51,15 @@ func (l *Live) ReadVec(ino uint64, off uint64, size int, scratch []byte) ([][]by
 			clear(dst[copied:])
 			vecs = append(vecs, dst)
 		} else {
-			var data []byte
-			var err error
-			if in == 0 {
-				// The whole chunk is wanted (unless the request ends
-				// inside it): read it into its place in scratch.
-				data, err = l.chunkInto(n, idx, scratch[done:done+want])
-			} else {
-				data, err = l.t.chunk(n, idx)
-			}
+			data, err := l.chunkRange(n, idx, int(in), scratch[done:done+want])
 			if err != nil {
 				return nil, 0, err
 			}
-			have := 0
-			if in < uint64(len(data)) {
-				have = min(want, len(data)-int(in))
-				vecs = append(vecs, data[in:int(in)+have])
+			if len(data) > 0 {
+				vecs = append(vecs, data)
 			}
-			if have < want {
-				vecs = append(vecs, zeros[:want-have])
+			if len(data) < want {
+				vecs = append(vecs, zeros[:want-len(data)])
 			}
 		}
 		done += want
@@ -79,37 +67,49 @@ func (l *Live) ReadVec(ino uint64, off uint64, size int, scratch []byte) ([][]by
 	return vecs, size, nil
 }
 
-// chunkInto returns the committed (or staged) bytes of chunk idx, read
-// into dst when the store can and they fit (cas.IntoGetter), else shared.
-func (l *Live) chunkInto(n *Node, idx uint64, dst []byte) ([]byte, error) {
+// chunkRange returns the committed (or staged) bytes of chunk idx from
+// off on, at most len(dst) of them: read into dst where the store can
+// (cas.RangeReader), else shared with the store or the staging area.
+func (l *Live) chunkRange(n *Node, idx uint64, off int, dst []byte) ([]byte, error) {
 	if idx >= uint64(len(n.chunks)) || n.chunks[idx].IsZero() {
 		return nil, nil
 	}
-	h := n.chunks[idx]
-	b, err := l.stage.getInto(h, dst)
+	b, err := l.stage.readRange(n.chunks[idx], off, dst)
 	if err != nil {
 		return nil, fmt.Errorf("read inode %d chunk %d: %w", n.Ino, idx, err)
 	}
 	return b, nil
 }
 
-// getInto is Get for a store that can read into dst (cas.IntoGetter): the
-// staged and recent chunks first, as Get, then the store.
-func (s *staging) getInto(h cas.Hash, dst []byte) ([]byte, error) {
-	g, ok := s.Store.(cas.IntoGetter)
-	if !ok {
-		return s.Get(h)
-	}
-	s.mu.Lock()
-	if b, ok := s.blobs[h]; ok {
+// readRange is Get for part of an object, read into dst by a store that
+// can (cas.RangeReader): the staged and recent chunks first, as Get.
+func (s *staging) readRange(h cas.Hash, off int, dst []byte) ([]byte, error) {
+	r, ok := s.Store.(cas.RangeReader)
+	if ok {
+		s.mu.Lock()
+		if b, held := s.blobs[h]; held {
+			s.mu.Unlock()
+			return clip(b.data, off, len(dst)), nil
+		}
+		if el, held := s.recent[h]; held {
+			s.order.MoveToFront(el)
+			s.mu.Unlock()
+			return clip(el.Value.(*recentBlob).data, off, len(dst)), nil
+		}
 		s.mu.Unlock()
-		return b.data, nil
+		return r.ReadRange(h, off, dst)
 	}
-	if el, ok := s.recent[h]; ok {
-		s.order.MoveToFront(el)
-		s.mu.Unlock()
-		return el.Value.(*recentBlob).data, nil
+	b, err := s.Get(h)
+	if err != nil {
+		return nil, err
 	}
-	s.mu.Unlock()
-	return g.GetInto(h, dst)
+	return clip(b, off, len(dst)), nil
+}
+
+// clip returns b[off:off+n], cut at the end of b.
+func clip(b []byte, off, n int) []byte {
+	if off >= len(b) {
+		return nil
+	}
+	return b[off:min(off+n, len(b))]
 }
