@@ -3,6 +3,7 @@ package cas
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -247,5 +248,69 @@ func TestLocCacheBound(t *testing.T) {
 	c.add(Hash{200}, locEntry{}, e)
 	if _, ok := c.get(Hash{200}); ok {
 		t.Fatal("an entry looked up before a forget was added after it")
+	}
+}
+
+// BenchmarkLoggedRead: reading a 64 KiB uncompressed chunk that is not in
+// the object cache, as the store did before it remembered locations (an
+// index lookup, a fresh buffer and a BLAKE3 hash per read: FullCheck), and
+// as ReadRange does for a chunk read before (a pread into the caller's
+// buffer and the pages' CRCs), whole and for one 4 KiB page. Run with
+//
+//	go test -run '^$' -bench LoggedRead ./cas
+func BenchmarkLoggedRead(b *testing.B) {
+	dir := b.TempDir()
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "db")).WithLogger(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := OpenLogged(db, filepath.Join(dir, "db.log"), LogOptions{ID: "0123456789abcdef0123456789abcdef", Create: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.CatchUp(false); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = s.CloseLog()
+		_ = db.Close()
+	})
+	s.cache = newCache(0) // every read misses the object cache
+	const count = 64
+	hs := make([]Hash, count)
+	for i := range hs {
+		if hs[i], err = s.Put(noise(uint64(1000+i), ChunkSize)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("FullCheck", func(b *testing.B) {
+		b.SetBytes(ChunkSize)
+		i := 0
+		for b.Loop() {
+			h := hs[i%count]
+			s.locs.forget([]Hash{h})
+			if _, err := s.Get(h); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	for _, size := range []int{ChunkSize, pageSize} {
+		b.Run(fmt.Sprintf("ReadRange%dKiB", size>>10), func(b *testing.B) {
+			dst := make([]byte, size)
+			for _, h := range hs {
+				if _, err := s.Get(h); err != nil { // remembered now
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(size))
+			i := 0
+			for b.Loop() {
+				if _, err := s.ReadRange(hs[i%count], 2*pageSize*(i%2), dst); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }
