@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/reynfs/reynfs/cas"
@@ -20,24 +21,71 @@ var zeros [cas.ChunkSize]byte
 // not yet journaled, which a later write changes in place, are copied
 // into scratch. The slices must not be modified. It returns the slices
 // and their total length (short at end of file).
+//
+// The store is read after the lock is released: the chunk hashes taken
+// under it name bytes that never change, and a read from disk no longer
+// holds up every writer (and, behind a waiting writer, every other
+// request). The kernel keeps the pages of a READ locked until the reply,
+// so a write or a rewind's invalidation of them waits for it as before.
+// Only a chunk a concurrent write replaced and the collector swept since
+// can be gone: then the read is done again, under the lock.
 func (l *Live) ReadVec(ino uint64, off uint64, size int, scratch []byte) ([][]byte, int, error) {
+	vecs, reads, n, err := l.planRead(ino, off, size, scratch, false)
+	if err == nil && len(reads) > 0 {
+		if l.afterPlan != nil {
+			l.afterPlan()
+		}
+		err = l.fill(ino, vecs, reads, scratch)
+		if errors.Is(err, cas.ErrNotFound) {
+			vecs, _, n, err = l.planRead(ino, off, size, scratch, true)
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	out := vecs[:0]
+	for _, v := range vecs {
+		if len(v) > 0 {
+			out = append(out, v)
+		}
+	}
+	return out, n, nil
+}
+
+// chunkRead is a journaled chunk's part of a read: chunk idx, named h,
+// from in on, want bytes, into scratch at done and vecs at slot (its zero
+// tail, if short, at slot+1).
+type chunkRead struct {
+	h          cas.Hash
+	idx        uint64
+	in         int
+	want, done int
+	slot       int
+}
+
+// planRead fills in under the read lock what it can of a read (holes,
+// write buffers) and lists the journaled chunks it needs, which it also
+// reads before unlocking when locked is set. vecs has two slots per chunk
+// (bytes, zero tail), some left empty.
+func (l *Live) planRead(ino uint64, off uint64, size int, scratch []byte, locked bool) ([][]byte, []chunkRead, int, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	n, err := l.node(ino)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if n.IsDir() {
-		return nil, 0, ErrIsDir
+		return nil, nil, 0, ErrIsDir
 	}
 	if !n.IsReg() {
-		return nil, 0, ErrInvalid
+		return nil, nil, 0, ErrInvalid
 	}
 	if off >= n.Size {
-		return nil, 0, nil
+		return nil, nil, 0, nil
 	}
 	size = int(min(uint64(size), n.Size-off))
-	vecs := make([][]byte, 0, size/cas.ChunkSize+2)
+	vecs := make([][]byte, 0, 2*(size/cas.ChunkSize+2))
+	var reads []chunkRead
 	for done := 0; done < size; {
 		pos := off + uint64(done)
 		idx, in := pos/cas.ChunkSize, pos%cas.ChunkSize
@@ -50,35 +98,35 @@ func (l *Live) ReadVec(ino uint64, off uint64, size int, scratch []byte) ([][]by
 			}
 			clear(dst[copied:])
 			vecs = append(vecs, dst)
+		} else if idx >= uint64(len(n.chunks)) || n.chunks[idx].IsZero() {
+			vecs = append(vecs, zeros[:want])
 		} else {
-			data, err := l.chunkRange(n, idx, int(in), scratch[done:done+want])
-			if err != nil {
-				return nil, 0, err
-			}
-			if len(data) > 0 {
-				vecs = append(vecs, data)
-			}
-			if len(data) < want {
-				vecs = append(vecs, zeros[:want-len(data)])
-			}
+			reads = append(reads, chunkRead{h: n.chunks[idx], idx: idx, in: int(in), want: want, done: done, slot: len(vecs)})
+			vecs = append(vecs, nil, nil)
 		}
 		done += want
 	}
-	return vecs, size, nil
+	if locked {
+		if err := l.fill(ino, vecs, reads, scratch); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	return vecs, reads, size, nil
 }
 
-// chunkRange returns the committed (or staged) bytes of chunk idx from
-// off on, at most len(dst) of them: read into dst where the store can
-// (cas.RangeReader), else shared with the store or the staging area.
-func (l *Live) chunkRange(n *Node, idx uint64, off int, dst []byte) ([]byte, error) {
-	if idx >= uint64(len(n.chunks)) || n.chunks[idx].IsZero() {
-		return nil, nil
+// fill reads the chunks of a planned read into their slots.
+func (l *Live) fill(ino uint64, vecs [][]byte, reads []chunkRead, scratch []byte) error {
+	for _, r := range reads {
+		data, err := l.stage.readRange(r.h, r.in, scratch[r.done:r.done+r.want])
+		if err != nil {
+			return fmt.Errorf("read inode %d chunk %d: %w", ino, r.idx, err)
+		}
+		vecs[r.slot] = data
+		if len(data) < r.want {
+			vecs[r.slot+1] = zeros[:r.want-len(data)]
+		}
 	}
-	b, err := l.stage.readRange(n.chunks[idx], off, dst)
-	if err != nil {
-		return nil, fmt.Errorf("read inode %d chunk %d: %w", n.Ino, idx, err)
-	}
-	return b, nil
+	return nil
 }
 
 // readRange is Get for part of an object, read into dst by a store that

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/reynfs/reynfs/cas"
 )
@@ -149,4 +150,57 @@ func TestReadVecIntoScratch(t *testing.T) {
 	if into == 0 {
 		t.Fatal("no chunk was read into the scratch buffer")
 	}
+}
+
+// A chunk that a write replaced and the collector swept between ReadVec's
+// plan (under the lock) and its store read is not an error: the read is
+// done again under the lock and returns the file as it is now.
+func TestReadVecChunkSweptMeanwhile(t *testing.T) {
+	l, j := newTestLive(t)
+	l.stage.recentMax = 0
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := make([]byte, cas.ChunkSize)
+	rand.New(rand.NewSource(3)).Read(a)
+	b := bytes.Repeat([]byte("b"), cas.ChunkSize)
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, a, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fsync(testCaller, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	waitUnstaged(t, l)
+	l.afterPlan = func() {
+		l.afterPlan = nil
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, b, 0, false); err != nil {
+			t.Error(err)
+		}
+		if err := l.Fsync(testCaller, st.Ino); err != nil {
+			t.Error(err)
+		}
+		if err := j.Objects().Delete([]cas.Hash{cas.Sum(a)}); err != nil {
+			t.Error(err)
+		}
+	}
+	vecs, n, err := l.ReadVec(st.Ino, 0, cas.ChunkSize, make([]byte, cas.ChunkSize))
+	if err != nil || n != cas.ChunkSize || !bytes.Equal(bytes.Join(vecs, nil), b) {
+		t.Fatalf("ReadVec across a sweep: %d bytes, %v; the new bytes %v", n, err, bytes.Equal(bytes.Join(vecs, nil), b))
+	}
+}
+
+// waitUnstaged waits until the staging area holds no uncommitted chunk.
+func waitUnstaged(t *testing.T, l *Live) {
+	t.Helper()
+	for range 500 {
+		l.stage.mu.Lock()
+		n := len(l.stage.blobs)
+		l.stage.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("staged chunks still held 5 s after their commit")
 }
