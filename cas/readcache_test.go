@@ -314,3 +314,73 @@ func BenchmarkLoggedRead(b *testing.B) {
 		})
 	}
 }
+
+// Readers reading ranges of objects while a sweep deletes some of them and
+// the compactor moves the rest and retires their segment always get the
+// right bytes of a kept object, and of a swept one either its right
+// bytes (a read that raced the sweep) or ErrNotFound.
+func TestReadRangeDuringCompaction(t *testing.T) {
+	s := newLoggedStore(t, t.TempDir())
+	var all []Hash
+	data := map[Hash][]byte{}
+	for i := range 40 {
+		d := noise(uint64(200+i), 256<<10)
+		h, err := s.Put(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, data[h] = append(all, h), d
+	}
+	kept := map[Hash]bool{}
+	for _, h := range all[:10] {
+		kept[h] = true
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			buf := make([]byte, 64<<10)
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				h := all[r.IntN(len(all))]
+				off := pageSize * r.IntN(64)
+				n := pageSize * (1 + r.IntN(16))
+				got, err := s.ReadRange(h, off, buf[:n])
+				if err != nil && (kept[h] || !errors.Is(err, ErrNotFound)) {
+					errs <- fmt.Errorf("read %s at %d: %w", h.Short(), off, err)
+					return
+				}
+				if err == nil && !bytes.Equal(got, data[h][off:min(off+n, len(data[h]))]) {
+					errs <- fmt.Errorf("read %s at %d: wrong bytes", h.Short(), off)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	s.BeginSweep()
+	if _, err := s.Sweep(all[10:], nil); err != nil {
+		t.Fatal(err)
+	}
+	s.EndSweep()
+	res, err := s.Compact(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * retireDelay)
+	close(stop)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if res.Moved == 0 {
+		t.Fatalf("the compaction moved nothing (%+v): the test needs it to", res)
+	}
+}
