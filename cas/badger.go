@@ -40,6 +40,7 @@ func hashOfKey(k []byte) (h Hash, ok bool) {
 type Badger struct {
 	db    *badger.DB
 	cache *cache
+	locs  *locCache // where objects read once are, and their CRC (readcache.go)
 
 	guard guard // spares from a sweep what writers rely on (guard.go)
 
@@ -66,40 +67,20 @@ func NewBadger(db *badger.DB) *Badger { return NewBadgerCache(db, DefaultCacheBy
 // NewBadgerCache returns a store over db whose verified-object cache holds
 // up to cacheBytes (0 turns the cache off).
 func NewBadgerCache(db *badger.DB, cacheBytes int64) *Badger {
-	return &Badger{db: db, cache: newCache(cacheBytes)}
+	return &Badger{db: db, cache: newCache(cacheBytes), locs: newLocCache(locCacheEntries)}
 }
 
-// Get returns the object named h after checking that its bytes hash to h.
-// The returned slice may be shared with the cache: do not modify it.
+// Get returns the object named h after checking that its bytes hash to h
+// (once: see readcache.go). The returned slice may be shared with the
+// cache: do not modify it.
 func (b *Badger) Get(h Hash) ([]byte, error) {
 	if data, ok := b.cache.get(h); ok {
 		return data, nil
 	}
 	epoch := b.cache.currentEpoch()
-	data, loc, found, inLog, err := b.lookup(h, true)
-	if b.afterLookup != nil {
-		b.afterLookup()
-	}
-	if err == nil && !found {
-		return nil, fmt.Errorf("get %s: %w", h.Short(), ErrNotFound)
-	}
-	if err == nil && inLog {
-		data, err = b.getLogged(h, loc)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
-			// The compactor may have moved the object (or a base on its
-			// delta chain) and retired its segment between the lookup
-			// and the read: the index then names the copy.
-			var again Loc
-			if _, again, found, inLog, _ = b.lookup(h, true); found && inLog && (again != loc || again.Comp == compDelta) {
-				data, err = b.getLogged(h, again)
-			}
-		}
-	}
+	data, _, err := b.get(h, nil)
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", h.Short(), err)
-	}
-	if Sum(data) != h {
-		return nil, fmt.Errorf("get %s: %w", h, ErrCorrupt)
+		return nil, err
 	}
 	b.cache.add(h, data, epoch)
 	return data, nil
@@ -199,7 +180,9 @@ func (b *Badger) Delete(hashes []Hash) error {
 		err = wb.Flush()
 	}
 	// Evict after the deletes are committed (see cache), and also on failure:
-	// some of them may have been committed.
+	// some of them may have been committed. The locations go first: a Get
+	// that reads the cache's epoch after its remove must not find one.
+	b.locs.forget(hashes)
 	b.cache.remove(hashes)
 	if err != nil {
 		return fmt.Errorf("delete %d objects: %w", len(hashes), err)

@@ -317,6 +317,7 @@ func (b *Badger) appendMoved(batch []stored, old []blobEntry) error {
 	}
 	b.guard.mu.Lock()
 	defer b.guard.mu.Unlock()
+	defer b.forgetMoved(old) // after the switch (readcache.go)
 	return b.db.Update(func(txn *badger.Txn) error {
 		for i, e := range old {
 			k := logKey(e.h)

@@ -100,7 +100,8 @@
 // cuts a torn tail, and reports damage (ErrDamaged): see journal/doc.go,
 // "Damage".
 //
-// Get answers from the cache, else looks up 'o' (inline bytes win, so a
+// Get answers from the cache, else from a remembered location (see
+// "Verification on read"), else looks up 'o' (inline bytes win, so a
 // format-1 object, or one a test corrupts in place, is read from Badger)
 // and then 'l', preads the stored bytes from a kept-open segment file,
 // decompresses, verifies the hash once and caches the result. Each and
@@ -181,6 +182,23 @@
 // costs one hash, not one per read; Has answers from that cache before
 // asking Badger. Deleting evicts, and a read racing a delete cannot
 // re-cache the deleted object.
+//
+// A file bigger than the cache would still pay a lookup and a hash per
+// chunk on every read, so the store also remembers, for up to 32k objects
+// read and verified from the log, their location and the CRC-32C of each
+// 4 KiB page of their bytes as verified (readcache.go, loccache.go). A
+// later read of such an object needs no index lookup and checks the CRCs
+// of the pages it reads instead of the hash: damage after the first read
+// is still caught (a mismatch falls back to a fresh lookup and the full
+// hash check, hence ErrCorrupt), at CRC speed. ReadRange (RangeReader)
+// reads just the pages a FUSE read wants of an uncompressed chunk into
+// the reply buffer, without caching them: the kernel's page cache keeps
+// what the file system reads; the daemon's cache is for what it reads
+// again itself (inodes, the chunks a small write rewrites, partial and
+// compressed reads). Delete and the compactor's switch forget the
+// locations they change, fenced by an epoch like the cache; a stale one
+// only fails over to a fresh lookup, since a segment stays readable until
+// it is retired and segment numbers are never reused.
 //
 // # A second backend
 //

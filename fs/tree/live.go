@@ -79,6 +79,7 @@ type Live struct {
 	// ordinary writes leave (journal/space.go).
 	privileged bool
 	now        func() int64
+	afterPlan  func() // tests: runs in ReadVec between the lock and the store reads
 }
 
 // Write buffering limits: a file's pending data is journaled once it holds

@@ -1,36 +1,91 @@
 package tree
 
-import "github.com/reynfs/reynfs/cas"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/reynfs/reynfs/cas"
+)
 
 // zeros backs the holes and short chunks of ReadVec's slices (never
 // written).
 var zeros [cas.ChunkSize]byte
 
 // ReadVec returns the bytes of file ino at [off, off+size) as slices for
-// a scatter-gather reply, without copying committed chunks: those slices
-// are the store's objects (immutable), holes and the zero tail of a short
-// chunk are slices of a shared zero chunk, and only chunks written but not
-// yet journaled, which a later write changes in place, are copied into
-// scratch (at least size long). The slices must not be modified. It
-// returns the slices and their total length (short at end of file).
+// a scatter-gather reply. The pages a request wants of a journaled chunk
+// are read from the store straight into their place in scratch (at least
+// size long) unless the store's cache has the chunk (cas.RangeReader): no
+// allocation, and a big sequential read does not flush the cache (the
+// kernel's page cache keeps what it reads). Holes and the zero tail of a
+// short chunk are slices of a shared zero chunk, and chunks written but
+// not yet journaled, which a later write changes in place, are copied
+// into scratch. The slices must not be modified. It returns the slices
+// and their total length (short at end of file).
+//
+// The store is read after the lock is released: the chunk hashes taken
+// under it name bytes that never change, and a read from disk no longer
+// holds up every writer (and, behind a waiting writer, every other
+// request). The kernel keeps the pages of a READ locked until the reply,
+// so a write or a rewind's invalidation of them waits for it as before.
+// Only a chunk a concurrent write replaced and the collector swept since
+// can be gone: then the read is done again, under the lock.
 func (l *Live) ReadVec(ino uint64, off uint64, size int, scratch []byte) ([][]byte, int, error) {
+	vecs, reads, n, err := l.planRead(ino, off, size, scratch, false)
+	if err == nil && len(reads) > 0 {
+		if l.afterPlan != nil {
+			l.afterPlan()
+		}
+		err = l.fill(ino, vecs, reads, scratch)
+		if errors.Is(err, cas.ErrNotFound) {
+			vecs, _, n, err = l.planRead(ino, off, size, scratch, true)
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	out := vecs[:0]
+	for _, v := range vecs {
+		if len(v) > 0 {
+			out = append(out, v)
+		}
+	}
+	return out, n, nil
+}
+
+// chunkRead is a journaled chunk's part of a read: chunk idx, named h,
+// from in on, want bytes, into scratch at done and vecs at slot (its zero
+// tail, if short, at slot+1).
+type chunkRead struct {
+	h          cas.Hash
+	idx        uint64
+	in         int
+	want, done int
+	slot       int
+}
+
+// planRead fills in under the read lock what it can of a read (holes,
+// write buffers) and lists the journaled chunks it needs, which it also
+// reads before unlocking when locked is set. vecs has two slots per chunk
+// (bytes, zero tail), some left empty.
+func (l *Live) planRead(ino uint64, off uint64, size int, scratch []byte, locked bool) ([][]byte, []chunkRead, int, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	n, err := l.node(ino)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if n.IsDir() {
-		return nil, 0, ErrIsDir
+		return nil, nil, 0, ErrIsDir
 	}
 	if !n.IsReg() {
-		return nil, 0, ErrInvalid
+		return nil, nil, 0, ErrInvalid
 	}
 	if off >= n.Size {
-		return nil, 0, nil
+		return nil, nil, 0, nil
 	}
 	size = int(min(uint64(size), n.Size-off))
-	vecs := make([][]byte, 0, size/cas.ChunkSize+2)
+	vecs := make([][]byte, 0, 2*(size/cas.ChunkSize+2))
+	var reads []chunkRead
 	for done := 0; done < size; {
 		pos := off + uint64(done)
 		idx, in := pos/cas.ChunkSize, pos%cas.ChunkSize
@@ -43,21 +98,66 @@ func (l *Live) ReadVec(ino uint64, off uint64, size int, scratch []byte) ([][]by
 			}
 			clear(dst[copied:])
 			vecs = append(vecs, dst)
+		} else if idx >= uint64(len(n.chunks)) || n.chunks[idx].IsZero() {
+			vecs = append(vecs, zeros[:want])
 		} else {
-			data, err := l.t.chunk(n, idx)
-			if err != nil {
-				return nil, 0, err
-			}
-			have := 0
-			if in < uint64(len(data)) {
-				have = min(want, len(data)-int(in))
-				vecs = append(vecs, data[in:int(in)+have])
-			}
-			if have < want {
-				vecs = append(vecs, zeros[:want-have])
-			}
+			reads = append(reads, chunkRead{h: n.chunks[idx], idx: idx, in: int(in), want: want, done: done, slot: len(vecs)})
+			vecs = append(vecs, nil, nil)
 		}
 		done += want
 	}
-	return vecs, size, nil
+	if locked {
+		if err := l.fill(ino, vecs, reads, scratch); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	return vecs, reads, size, nil
+}
+
+// fill reads the chunks of a planned read into their slots.
+func (l *Live) fill(ino uint64, vecs [][]byte, reads []chunkRead, scratch []byte) error {
+	for _, r := range reads {
+		data, err := l.stage.readRange(r.h, r.in, scratch[r.done:r.done+r.want])
+		if err != nil {
+			return fmt.Errorf("read inode %d chunk %d: %w", ino, r.idx, err)
+		}
+		vecs[r.slot] = data
+		if len(data) < r.want {
+			vecs[r.slot+1] = zeros[:r.want-len(data)]
+		}
+	}
+	return nil
+}
+
+// readRange is Get for part of an object, read into dst by a store that
+// can (cas.RangeReader): the staged and recent chunks first, as Get.
+func (s *staging) readRange(h cas.Hash, off int, dst []byte) ([]byte, error) {
+	r, ok := s.Store.(cas.RangeReader)
+	if ok {
+		s.mu.Lock()
+		if b, held := s.blobs[h]; held {
+			s.mu.Unlock()
+			return clip(b.data, off, len(dst)), nil
+		}
+		if el, held := s.recent[h]; held {
+			s.order.MoveToFront(el)
+			s.mu.Unlock()
+			return clip(el.Value.(*recentBlob).data, off, len(dst)), nil
+		}
+		s.mu.Unlock()
+		return r.ReadRange(h, off, dst)
+	}
+	b, err := s.Get(h)
+	if err != nil {
+		return nil, err
+	}
+	return clip(b, off, len(dst)), nil
+}
+
+// clip returns b[off:off+n], cut at the end of b.
+func clip(b []byte, off, n int) []byte {
+	if off >= len(b) {
+		return nil
+	}
+	return b[off:min(off+n, len(b))]
 }

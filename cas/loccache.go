@@ -1,0 +1,108 @@
+package cas
+
+import (
+	"hash/crc32"
+	"sync"
+)
+
+// locCacheEntries bounds the remembered locations: 2 GiB of 64 KiB chunks,
+// about 5 MiB of memory.
+const locCacheEntries = 1 << 15
+
+// pageSize is the unit of the remembered checksums: the kernel reads a
+// file in pages, so a random 4 KiB read of a chunk read before costs a
+// 4 KiB pread and one page's CRC, not the whole chunk.
+const pageSize = 4096
+
+// locEntry is where a verified object's bytes are and the CRC-32C of each
+// pageSize piece of them (the last one shorter).
+type locEntry struct {
+	loc  Loc
+	crcs []uint32
+}
+
+// pageCRCs returns the CRC-32C of each pageSize piece of data.
+func pageCRCs(data []byte) []uint32 {
+	crcs := make([]uint32, 0, (len(data)+pageSize-1)/pageSize)
+	for p := 0; p < len(data); p += pageSize {
+		crcs = append(crcs, crc32.Checksum(data[p:min(p+pageSize, len(data))], castagnoli))
+	}
+	return crcs
+}
+
+// check reports whether p, the object's bytes from off (a multiple of
+// pageSize) to a page boundary or its end, has the remembered CRCs.
+func (e *locEntry) check(p []byte, off int) bool {
+	if off%pageSize != 0 || off+len(p) > int(e.loc.Raw) ||
+		(len(p)%pageSize != 0 && off+len(p) != int(e.loc.Raw)) ||
+		len(e.crcs) != (int(e.loc.Raw)+pageSize-1)/pageSize {
+		return false
+	}
+	for i, pg := off/pageSize, 0; pg < len(p); i, pg = i+1, pg+pageSize {
+		if crc32.Checksum(p[pg:min(pg+pageSize, len(p))], castagnoli) != e.crcs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// locCache remembers the locations of objects read and verified, safe for
+// concurrent use. When full it drops an arbitrary entry (Go's map
+// iteration starts at a random place), which unlike LRU keeps part of a
+// cyclic scan bigger than the cache.
+type locCache struct {
+	mu    sync.Mutex
+	max   int
+	epoch uint64
+	m     map[Hash]locEntry
+}
+
+func newLocCache(max int) *locCache {
+	return &locCache{max: max, m: make(map[Hash]locEntry)}
+}
+
+func (c *locCache) get(h Hash) (locEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[h]
+	return e, ok
+}
+
+// currentEpoch is read before the lookup whose result goes to add.
+func (c *locCache) currentEpoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// add remembers e for h unless forget ran since epoch was read.
+func (c *locCache) add(h Hash, e locEntry, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.epoch || c.max <= 0 {
+		return
+	}
+	if _, ok := c.m[h]; !ok && len(c.m) >= c.max {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[h] = e
+}
+
+// forget drops the entries of hs and advances the epoch.
+func (c *locCache) forget(hs []Hash) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	for _, h := range hs {
+		delete(c.m, h)
+	}
+}
+
+func (c *locCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
