@@ -125,6 +125,15 @@ func enqueue(j *journal.Journal, r *journal.Record, blobs []cas.Blob) error {
 	return fmt.Errorf("%s record: %w", r.Op, err)
 }
 
+// ObjectPutter returns the put of tree.RootTo for s: its PutBatch when it
+// has one (one commit a batch), else a Put an object.
+func ObjectPutter(s cas.Store) func([]cas.Blob) error {
+	if bp, ok := s.(cas.BatchPutter); ok {
+		return bp.PutBatch
+	}
+	return func(blobs []cas.Blob) error { return StoreBlobs(s, blobs) }
+}
+
 func indexGeneration(j *journal.Journal, seq uint64) error {
 	g := genIndexOf(j)
 	g.mu.Lock()

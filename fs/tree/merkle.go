@@ -56,12 +56,57 @@ func (t *Tree) propagateDirty(n *Node) {
 // which the caller must store before it records the root anywhere. Only
 // nodes changed since the last call are re-encoded.
 func (t *Tree) Root() (cas.Hash, []cas.Blob, error) {
-	var blobs []cas.Blob
-	h, err := t.hashNode(t.nodes[RootIno], &blobs)
-	return h, blobs, err
+	var s sink
+	h, err := t.hashNode(t.nodes[RootIno], &s)
+	return h, s.blobs, err
 }
 
-func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
+// RootTo is Root for a tree whose new objects are too many to hold at
+// once: the first import of a million files made a million inode objects
+// (about 270 MiB with their slice) before one was stored, the daemon's
+// peak. It hands them to put in batches of about batch objects, every
+// object after the objects it names, and returns the root once the last
+// batch is put. put must store them (committed: the record naming the
+// root, synced later, makes them durable, as an import's chunks are).
+//
+// When put fails the tree holds nodes marked clean whose objects may not
+// be stored: the caller must drop the tree, as a failed import does.
+func (t *Tree) RootTo(put func([]cas.Blob) error, batch int) (cas.Hash, error) {
+	s := sink{put: put, batch: max(batch, 1)}
+	h, err := t.hashNode(t.nodes[RootIno], &s)
+	if err == nil {
+		err = s.flush()
+	}
+	return h, err
+}
+
+// sink collects the objects a Root makes; with put set it hands them
+// over in batches as they come.
+type sink struct {
+	blobs []cas.Blob
+	put   func([]cas.Blob) error
+	batch int
+}
+
+func (s *sink) add(b cas.Blob) error {
+	s.blobs = append(s.blobs, b)
+	if s.put != nil && len(s.blobs) >= s.batch {
+		return s.flush()
+	}
+	return nil
+}
+
+func (s *sink) flush() error {
+	if len(s.blobs) == 0 {
+		return nil
+	}
+	err := s.put(s.blobs)
+	clear(s.blobs)
+	s.blobs = s.blobs[:0]
+	return err
+}
+
+func (t *Tree) hashNode(n *Node, blobs *sink) (cas.Hash, error) {
 	if !n.dirty {
 		return n.obj, nil
 	}
@@ -76,13 +121,19 @@ func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
 		}
 	}
 	data := cas.EncodeInode(in)
+	hashed := !n.obj.IsZero() // not its first hash
 	n.obj = cas.Sum(data)
 	n.dirty, n.changed, n.dirtyKids = false, false, nil
-	if n.IsDir() {
+	// The entry cache speeds up the next hash of a directory whose child
+	// changed; a new directory (all of them after an import) gets it only
+	// from its second hash on, as Load leaves it: at a million files the
+	// caches of directories that never change again were 56 MiB.
+	if n.IsDir() && hashed {
 		n.ents, n.entsFor = in.Entries, n.obj
+	} else if n.IsDir() {
+		n.ents, n.entsFor = nil, cas.Hash{}
 	}
-	*blobs = append(*blobs, cas.Blob{Hash: n.obj, Data: data})
-	return n.obj, nil
+	return n.obj, blobs.add(cas.Blob{Hash: n.obj, Data: data})
 }
 
 // hashEntries returns dirty directory n's entries with their children's
@@ -91,7 +142,7 @@ func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
 // object, that list is copied and only the children noted in dirtyKids are
 // hashed: a file rewritten in a directory of 10,000 costs one child, not a
 // lookup of every entry.
-func (t *Tree) hashEntries(n *Node, blobs *[]cas.Blob) ([]cas.Entry, error) {
+func (t *Tree) hashEntries(n *Node, blobs *sink) ([]cas.Entry, error) {
 	if !n.changed && n.ents != nil && n.entsFor == n.obj && len(n.ents) == len(n.entries) {
 		es := slices.Clone(n.ents)
 		for _, ino := range n.dirtyKids {

@@ -217,11 +217,13 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		if err != nil {
 			return nil, err
 		}
-		root, blobs, err := t.Root()
+		// The objects go to the store as they are made, not all at once
+		// (a million at 1M files); the import record's sync covers them.
+		root, err := t.RootTo(rewind.ObjectPutter(store), importObjectBatch)
 		if err != nil {
 			return nil, err
 		}
-		g, err := rewind.CommitImport(d.j, root, blobs, d.bootNext, "import "+d.cfg.Dir)
+		g, err := rewind.CommitImport(d.j, root, nil, d.bootNext, "import "+d.cfg.Dir)
 		if err != nil {
 			return nil, err
 		}
@@ -282,6 +284,10 @@ func sinceMeta(start int64, pins rewind.PathSet) string {
 	}
 	return strconv.FormatInt(start, 10)
 }
+
+// importObjectBatch is how many inode objects a first import stores at a
+// time: the batch's few MiB instead of every object of the tree.
+const importObjectBatch = 4096
 
 // bootAlloc hands out inode numbers during an import, before Live exists.
 func (d *Daemon) bootAlloc() func() (uint64, error) {
