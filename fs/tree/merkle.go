@@ -37,7 +37,7 @@ func (t *Tree) propagateDirty(n *Node) {
 		if n.parents.len() != 1 {
 			for p := range n.parents.all() {
 				if pn := t.nodes[p]; pn != nil {
-					pn.dirtyKids = append(pn.dirtyKids, n.Ino)
+					pn.addDirtyKid(n.Ino)
 					t.propagateDirty(pn)
 				}
 			}
@@ -45,7 +45,7 @@ func (t *Tree) propagateDirty(n *Node) {
 		}
 		p := t.nodes[n.parent()]
 		if p != nil {
-			p.dirtyKids = append(p.dirtyKids, n.Ino)
+			p.addDirtyKid(n.Ino)
 		}
 		n = p
 	}
@@ -123,15 +123,15 @@ func (t *Tree) hashNode(n *Node, blobs *sink) (cas.Hash, error) {
 	data := cas.EncodeInode(in)
 	hashed := !n.obj.IsZero() // not its first hash
 	n.obj = cas.Sum(data)
-	n.dirty, n.changed, n.dirtyKids = false, false, nil
+	n.dirty, n.changed = false, false
 	// The entry cache speeds up the next hash of a directory whose child
 	// changed; a new directory (all of them after an import) gets it only
 	// from its second hash on, as Load leaves it: at a million files the
 	// caches of directories that never change again were 56 MiB.
 	if n.IsDir() && hashed {
-		n.ents, n.entsFor = in.Entries, n.obj
-	} else if n.IsDir() {
-		n.ents, n.entsFor = nil, cas.Hash{}
+		n.setEntCache(in.Entries, n.obj)
+	} else {
+		n.setEntCache(nil, cas.Hash{})
 	}
 	return n.obj, blobs.add(cas.Blob{Hash: n.obj, Data: data})
 }
@@ -143,9 +143,9 @@ func (t *Tree) hashNode(n *Node, blobs *sink) (cas.Hash, error) {
 // hashed: a file rewritten in a directory of 10,000 costs one child, not a
 // lookup of every entry.
 func (t *Tree) hashEntries(n *Node, blobs *sink) ([]cas.Entry, error) {
-	if !n.changed && n.ents != nil && n.entsFor == n.obj && len(n.ents) == len(n.entries) {
-		es := slices.Clone(n.ents)
-		for _, ino := range n.dirtyKids {
+	if ents, for_ := n.entCache(); !n.changed && ents != nil && for_ == n.obj && len(ents) == len(n.entries) {
+		es := slices.Clone(ents)
+		for _, ino := range n.dirtyKids() {
 			c := t.nodes[ino]
 			if c == nil {
 				continue // gone (then n's entries changed too)
@@ -182,10 +182,10 @@ func (t *Tree) hashEntries(n *Node, blobs *sink) ([]cas.Entry, error) {
 // directory that sort was a quarter of a checkpoint's Merkle root.
 func (n *Node) entryNames() []cas.Entry {
 	es := make([]cas.Entry, len(n.entries))
-	if len(n.ents) == len(n.entries) {
+	if ents, _ := n.entCache(); len(ents) == len(n.entries) {
 		ok := true
-		for i := range n.ents {
-			name := n.ents[i].Name
+		for i := range ents {
+			name := ents[i].Name
 			ino, found := n.entries[name]
 			if !found {
 				ok = false
@@ -310,8 +310,8 @@ func (t *Tree) reusable(ino uint64, h cas.Hash) *Node {
 // entryList returns directory b's entries as its inode object lists them
 // (b is clean). The list may be b's cache: do not change it.
 func (t *Tree) entryList(b *Node) []cas.Entry {
-	if !b.dirty && b.entsFor == b.obj && len(b.ents) == len(b.entries) {
-		return b.ents
+	if ents, for_ := b.entCache(); !b.dirty && ents != nil && for_ == b.obj && len(ents) == len(b.entries) {
+		return ents
 	}
 	out := make([]cas.Entry, 0, len(b.entries))
 	for _, name := range b.sortedNames() {
@@ -329,7 +329,7 @@ func copyNode(b *Node) *Node {
 	n.chunks = slices.Clone(b.chunks)
 	n.xattrs = maps.Clone(b.xattrs) // values are replaced, never changed in place
 	n.obj, n.dirty = b.obj, false
-	n.ents, n.entsFor = b.ents, b.entsFor
+	n.setEntCache(b.entCache())
 	return n
 }
 
