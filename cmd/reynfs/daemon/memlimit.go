@@ -13,11 +13,17 @@ const MemoryFloor = 256 << 20
 
 // memHeadroom is how far above the live heap the limit sits once the
 // heap outgrows MemoryFloor: the collector then runs when the heap has
-// grown by half of what is live (GOGC=50), never all the time.
-const memHeadroom = 2 // the limit is live + live/memHeadroom
+// grown by half of what is live (GOGC=50), never all the time, and by
+// at most memHeadroomMax, so a million-file tree (about 600 MiB live)
+// does not take the daemon past 1 GiB for garbage.
+const (
+	memHeadroom    = 2 // the limit is live + live/memHeadroom ...
+	memHeadroomMax = 256 << 20
+)
 
 // LimitMemory keeps the runtime's soft memory limit at the larger of floor
-// and one and a half times the live heap, re-read after every collection.
+// and one and a half times the live heap (at most 256 MiB above it),
+// re-read after every collection.
 //
 // A fixed limit below the live heap makes the collector run without
 // pause: at 300k files the tree alone is 230 MiB, and a daemon under a
@@ -70,7 +76,7 @@ func (m *memTuner) tune() {
 		return
 	}
 	live := int64(m.sample[0].Value.Uint64())
-	want := max(m.floor, live+live/memHeadroom)
+	want := max(m.floor, live+min(live/memHeadroom, memHeadroomMax))
 	if d := want - m.last; d > m.last/16 || -d > m.last/16 {
 		m.set(want)
 	}
