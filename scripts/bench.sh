@@ -91,6 +91,7 @@ SCALE_FILES=${SCALE_FILES:-1000000}
 [[ "$SCALE_FILES" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --scale-files wants a positive number" >&2; exit 2; }
 HIST_RUNS=$((RUNS < 5 ? 5 : RUNS)) # checkpoint and rewind are cheap: more runs
 [[ $MODE == quick ]] && HIST_RUNS=3
+SCALE_CKPTS=$((HIST_RUNS * 4)) # enough checkpoints at scale for a p90
 TARGETS=(native loopback reynfs)
 
 # --- output --------------------------------------------------------------------------------
@@ -435,6 +436,7 @@ shadow_reset() { shadow "$1" "$2" reset --hard -q && shadow "$1" "$2" clean -fdx
 
 # rss_of PID FIELD: a /proc/PID/status size field (VmRSS, VmHWM, RssAnon, RssFile) in MiB.
 rss_of() { awk -v f="$2:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime + stime
 
 phase_history() {
 	local n nat rf st sg r out took t0 t1 pid big
@@ -608,7 +610,7 @@ phase_agents() {
 # changed, and rewinds of 100 changed files (the daemon's took_ns).
 phase_scale() {
 	local n=$SCALE_FILES rf="$WORK/x.reynfs" st="$WORK/x.store" pid r out took t0
-	say "phase scale: $n files; first mount, RSS, $HIST_RUNS checkpoints and $HIST_RUNS rewinds"
+	say "phase scale: $n files; first mount, RSS, $SCALE_CKPTS checkpoints and $HIST_RUNS rewinds"
 	echo "SCALE_FILES=$n" >>"$META"
 	rm -rf "$rf" "$st"
 	t0=$SECONDS
@@ -619,9 +621,15 @@ phase_scale() {
 	is_mounted "$rf" || die "reynfs mount of $rf failed; see $LOG"
 	pid=${RF_PID[$rf]}
 	record scale-rss-mounted reynfs 1 "$(rss_of "$pid" VmRSS)" MiB
+	record scale-rss-file reynfs 1 "$(rss_of "$pid" RssFile)" MiB # mapped store files
 	measure "scale-find" reynfs 1 find "$rf" -type f -size -1
 	record scale-rss reynfs 1 "$(rss_of "$pid" VmRSS)" MiB
-	for ((r = 1; r <= HIST_RUNS; r++)); do
+	# The daemon's CPU over 10 s with nothing to do: a memory limit below
+	# the live heap shows here as a collector that never stops.
+	t0=$(cpu_ticks "$pid")
+	sleep 10
+	record scale-idle-cpu reynfs 1 "$(awk -v d="$(($(cpu_ticks "$pid") - t0))" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", 100 * d / hz / 10 }')" %
+	for ((r = 1; r <= SCALE_CKPTS; r++)); do
 		tool modify "$n" 10 "c$r" "$rf"
 		if out=$(tool call "$st" checkpoint "c$r" 2>>"$LOG"); then
 			record scale-ckpt reynfs-socket "$r" "${out%% *}" s

@@ -111,10 +111,6 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	return spawnDaemon(ctx, o, paths)
 }
 
-// daemonMemoryLimit is the daemon's soft memory limit (GOMEMLIMIT
-// overrides it): issue 4 holds the daemon under 300 MiB at 100k files.
-const daemonMemoryLimit = 256 << 20
-
 // runDaemon serves the mount in this process.
 func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	var ready *os.File
@@ -163,8 +159,9 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit: the collector works harder before the heap (two
 		// trees at once while a remount compares the project directory)
-		// grows the daemon past it; nothing fails at the limit.
-		debug.SetMemoryLimit(daemonMemoryLimit)
+		// grows the daemon past it; nothing fails at the limit. It
+		// follows the live heap above its floor (daemon/memlimit.go).
+		daemon.LimitMemory(daemon.MemoryFloor)
 	}
 	logFrom := logSize(sd.Log)
 	d, err := daemon.Start(cfg)

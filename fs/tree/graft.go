@@ -165,7 +165,7 @@ func (g *grafter) update(ino uint64) {
 	if n == nil {
 		g.t.nodes[ino] = fresh
 		if fresh.IsDir() {
-			fresh.ents, fresh.entsFor = in.Entries, h
+			fresh.setEntCache(in.Entries, h)
 			g.relinked[ino] = true
 			for _, e := range in.Entries {
 				fresh.entries[e.Name] = e.Ino
@@ -198,7 +198,7 @@ func (g *grafter) update(ino uint64) {
 		old = nil
 	}
 	g.diffEntries(n, old, oldList, in.Entries)
-	n.ents, n.entsFor = in.Entries, h
+	n.setEntCache(in.Entries, h)
 }
 
 // diffEntries makes directory n's entries the list es (sorted by name),

@@ -37,7 +37,7 @@ func (t *Tree) propagateDirty(n *Node) {
 		if n.parents.len() != 1 {
 			for p := range n.parents.all() {
 				if pn := t.nodes[p]; pn != nil {
-					pn.dirtyKids = append(pn.dirtyKids, n.Ino)
+					pn.addDirtyKid(n.Ino)
 					t.propagateDirty(pn)
 				}
 			}
@@ -45,7 +45,7 @@ func (t *Tree) propagateDirty(n *Node) {
 		}
 		p := t.nodes[n.parent()]
 		if p != nil {
-			p.dirtyKids = append(p.dirtyKids, n.Ino)
+			p.addDirtyKid(n.Ino)
 		}
 		n = p
 	}
@@ -57,12 +57,57 @@ func (t *Tree) propagateDirty(n *Node) {
 // nodes changed since the last call are re-encoded; each new object names
 // the node's previous one as its Base (cas.Blob).
 func (t *Tree) Root() (cas.Hash, []cas.Blob, error) {
-	var blobs []cas.Blob
-	h, err := t.hashNode(t.nodes[RootIno], &blobs)
-	return h, blobs, err
+	var s sink
+	h, err := t.hashNode(t.nodes[RootIno], &s)
+	return h, s.blobs, err
 }
 
-func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
+// RootTo is Root for a tree whose new objects are too many to hold at
+// once: the first import of a million files made a million inode objects
+// (about 270 MiB with their slice) before one was stored, the daemon's
+// peak. It hands them to put in batches of about batch objects, every
+// object after the objects it names, and returns the root once the last
+// batch is put. put must store them (committed: the record naming the
+// root, synced later, makes them durable, as an import's chunks are).
+//
+// When put fails the tree holds nodes marked clean whose objects may not
+// be stored: the caller must drop the tree, as a failed import does.
+func (t *Tree) RootTo(put func([]cas.Blob) error, batch int) (cas.Hash, error) {
+	s := sink{put: put, batch: max(batch, 1)}
+	h, err := t.hashNode(t.nodes[RootIno], &s)
+	if err == nil {
+		err = s.flush()
+	}
+	return h, err
+}
+
+// sink collects the objects a Root makes; with put set it hands them
+// over in batches as they come.
+type sink struct {
+	blobs []cas.Blob
+	put   func([]cas.Blob) error
+	batch int
+}
+
+func (s *sink) add(b cas.Blob) error {
+	s.blobs = append(s.blobs, b)
+	if s.put != nil && len(s.blobs) >= s.batch {
+		return s.flush()
+	}
+	return nil
+}
+
+func (s *sink) flush() error {
+	if len(s.blobs) == 0 {
+		return nil
+	}
+	err := s.put(s.blobs)
+	clear(s.blobs)
+	s.blobs = s.blobs[:0]
+	return err
+}
+
+func (t *Tree) hashNode(n *Node, blobs *sink) (cas.Hash, error) {
 	if !n.dirty {
 		return n.obj, nil
 	}
@@ -79,13 +124,19 @@ func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
 	data := cas.EncodeInode(in)
 	// The object this one replaces is the store's best delta base.
 	prev := n.obj
+	hashed := !prev.IsZero() // not its first hash
 	n.obj = cas.Sum(data)
-	n.dirty, n.changed, n.dirtyKids = false, false, nil
-	if n.IsDir() {
-		n.ents, n.entsFor = in.Entries, n.obj
+	n.dirty, n.changed = false, false
+	// The entry cache speeds up the next hash of a directory whose child
+	// changed; a new directory (all of them after an import) gets it only
+	// from its second hash on, as Load leaves it: at a million files the
+	// caches of directories that never change again were 56 MiB.
+	if n.IsDir() && hashed {
+		n.setEntCache(in.Entries, n.obj)
+	} else {
+		n.setEntCache(nil, cas.Hash{})
 	}
-	*blobs = append(*blobs, cas.Blob{Hash: n.obj, Data: data, Base: prev})
-	return n.obj, nil
+	return n.obj, blobs.add(cas.Blob{Hash: n.obj, Data: data, Base: prev})
 }
 
 // hashEntries returns dirty directory n's entries with their children's
@@ -94,10 +145,10 @@ func (t *Tree) hashNode(n *Node, blobs *[]cas.Blob) (cas.Hash, error) {
 // object, that list is copied and only the children noted in dirtyKids are
 // hashed: a file rewritten in a directory of 10,000 costs one child, not a
 // lookup of every entry.
-func (t *Tree) hashEntries(n *Node, blobs *[]cas.Blob) ([]cas.Entry, error) {
-	if !n.changed && n.ents != nil && n.entsFor == n.obj && len(n.ents) == len(n.entries) {
-		es := slices.Clone(n.ents)
-		for _, ino := range n.dirtyKids {
+func (t *Tree) hashEntries(n *Node, blobs *sink) ([]cas.Entry, error) {
+	if ents, for_ := n.entCache(); !n.changed && ents != nil && for_ == n.obj && len(ents) == len(n.entries) {
+		es := slices.Clone(ents)
+		for _, ino := range n.dirtyKids() {
 			c := t.nodes[ino]
 			if c == nil {
 				continue // gone (then n's entries changed too)
@@ -134,10 +185,10 @@ func (t *Tree) hashEntries(n *Node, blobs *[]cas.Blob) ([]cas.Entry, error) {
 // directory that sort was a quarter of a checkpoint's Merkle root.
 func (n *Node) entryNames() []cas.Entry {
 	es := make([]cas.Entry, len(n.entries))
-	if len(n.ents) == len(n.entries) {
+	if ents, _ := n.entCache(); len(ents) == len(n.entries) {
 		ok := true
-		for i := range n.ents {
-			name := n.ents[i].Name
+		for i := range ents {
+			name := ents[i].Name
 			ino, found := n.entries[name]
 			if !found {
 				ok = false
@@ -262,8 +313,8 @@ func (t *Tree) reusable(ino uint64, h cas.Hash) *Node {
 // entryList returns directory b's entries as its inode object lists them
 // (b is clean). The list may be b's cache: do not change it.
 func (t *Tree) entryList(b *Node) []cas.Entry {
-	if !b.dirty && b.entsFor == b.obj && len(b.ents) == len(b.entries) {
-		return b.ents
+	if ents, for_ := b.entCache(); !b.dirty && ents != nil && for_ == b.obj && len(ents) == len(b.entries) {
+		return ents
 	}
 	out := make([]cas.Entry, 0, len(b.entries))
 	for _, name := range b.sortedNames() {
@@ -281,7 +332,7 @@ func copyNode(b *Node) *Node {
 	n.chunks = slices.Clone(b.chunks)
 	n.xattrs = maps.Clone(b.xattrs) // values are replaced, never changed in place
 	n.obj, n.dirty = b.obj, false
-	n.ents, n.entsFor = b.ents, b.entsFor
+	n.setEntCache(b.entCache())
 	return n
 }
 

@@ -38,6 +38,11 @@ const MaxFileSize = 16 << 40
 // Node is one inode of the tree. Directories hold their entries; regular
 // files hold one chunk hash per ChunkSize slot plus, in a live tree, the
 // chunks written but not yet journaled (pending).
+//
+// A million-file tree holds a million of these, so what only some nodes
+// need sits behind a pointer (dh: a directory between two hashes) and the
+// flags share a word: 224 bytes a node where it was 320
+// (TestNodeSize keeps it so).
 type Node struct {
 	Attr
 	xattrs  map[string][]byte
@@ -46,21 +51,7 @@ type Node struct {
 	pending map[uint64][]byte // regular file, written but not journaled
 	counted int               // pending bytes Live has counted
 	entries map[string]uint64 // directory
-	// ents caches a directory's entries as its object entsFor lists them
-	// (sorted by name, with the children's objects). While the node is
-	// clean and obj is entsFor they are exactly its entries (a change of
-	// entries makes the node dirty), so a graft compares two sorted lists
-	// instead of looking every name up; a dirty node's hash reuses their
-	// order once checked against entries. hashNode and Graft set it (Load
-	// does not: a directory pays its 56 bytes an entry once it changes);
-	// never changed in place.
-	ents    []cas.Entry
-	entsFor cas.Hash
-	// changed: the node itself changed since its last hash (not only a
-	// node below it); dirtyKids: the children that became dirty since
-	// then (see markDirty).
-	changed   bool
-	dirtyKids []uint64
+	dh      *dirHash          // directory: what its next hash reuses; nil when none
 
 	// parents counts, per parent directory, the entries naming this node. A
 	// directory has exactly one; a hard-linked file may have several.
@@ -68,8 +59,62 @@ type Node struct {
 
 	holes uint64 // committed chunks that are holes
 
-	obj   cas.Hash // inode-object hash, valid when !dirty
-	dirty bool
+	obj cas.Hash // inode-object hash, valid when !dirty
+	// changed: the node itself changed since its last hash (not only a
+	// node below it).
+	changed bool
+	dirty   bool
+}
+
+// dirHash is what a directory keeps from one hash to the next.
+type dirHash struct {
+	// ents caches the entries as its object entsFor lists them (sorted by
+	// name, with the children's objects). While the node is clean and obj
+	// is entsFor they are exactly its entries (a change of entries makes
+	// the node dirty), so a graft compares two sorted lists instead of
+	// looking every name up; a dirty node's hash reuses their order once
+	// checked against entries. hashNode (from a directory's second hash
+	// on) and Graft set it; Load does not: a directory pays its 56 bytes
+	// an entry once it changes. Never changed in place.
+	ents    []cas.Entry
+	entsFor cas.Hash
+	// dirtyKids: the children that became dirty since the last hash
+	// (see markDirty).
+	dirtyKids []uint64
+}
+
+// entCache returns directory n's cached entry list and the object it was
+// made for (nil when none).
+func (n *Node) entCache() ([]cas.Entry, cas.Hash) {
+	if n.dh == nil {
+		return nil, cas.Hash{}
+	}
+	return n.dh.ents, n.dh.entsFor
+}
+
+// setEntCache replaces n's entry cache (nil es: none) and forgets its
+// dirty children: both happen when n is hashed or grafted.
+func (n *Node) setEntCache(es []cas.Entry, h cas.Hash) {
+	if es == nil {
+		n.dh = nil
+		return
+	}
+	n.dh = &dirHash{ents: es, entsFor: h}
+}
+
+// dirtyKids returns the children of n that became dirty since its last hash.
+func (n *Node) dirtyKids() []uint64 {
+	if n.dh == nil {
+		return nil
+	}
+	return n.dh.dirtyKids
+}
+
+func (n *Node) addDirtyKid(ino uint64) {
+	if n.dh == nil {
+		n.dh = &dirHash{}
+	}
+	n.dh.dirtyKids = append(n.dh.dirtyKids, ino)
 }
 
 // Attr is a copy of a node's attributes, safe to use without the tree lock.

@@ -218,16 +218,14 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		if err != nil {
 			return nil, err
 		}
-		root, blobs, err := t.Root()
-		if err != nil {
-			return nil, err
-		}
-		g, err := rewind.CommitFreshImport(d.j, root, blobs, d.bootNext, "import "+d.cfg.Dir)
+		// The objects go to the store as they are made, in parallel
+		// batches, not all at once (a million at 1M files).
+		g, inodes, err := rewind.CommitFreshImport(d.j, t, d.bootNext, "import "+d.cfg.Dir)
 		if err != nil {
 			return nil, err
 		}
 		// The first mount's longest step, in the log for whoever wonders.
-		d.log.Info().Int("inodes", len(blobs)).Dur("took", time.Since(time.Unix(0, start))).Msg("imported the project directory")
+		d.log.Info().Int("inodes", inodes).Dur("took", time.Since(time.Unix(0, start))).Msg("imported the project directory")
 		return t, d.setMetas(metaDir, d.cfg.Dir, metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10), metaDirSince, sinceMeta(start, nil))
 	}
 	t, err := rewind.Reconstruct(d.j, d.j.Head())
