@@ -47,14 +47,14 @@ type Badger struct {
 
 	// The segment log of a format-2 store (logstore.go); nil for a store
 	// of objects inline in Badger.
-	log    *segLog
-	tail   map[Hash]Loc // read-only opens: objects past the index
+	log  *segLog
+	tail map[Hash]Loc // read-only opens: objects past the index
 	// salvaged: a salvage open's tail also holds the log's indexed part
 	// (see Indexed), which ends here.
 	salvaged *Pos
-	inline bool         // the index holds 'o' objects (format 1): look there first
-	logged atomic.Int64 // bytes appended since open
-	fault  func(op string) error
+	inline   bool         // the index holds 'o' objects (format 1): look there first
+	logged   atomic.Int64 // bytes appended since open
+	fault    func(op string) error
 }
 
 var _ Store = (*Badger)(nil)
