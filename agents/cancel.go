@@ -321,20 +321,13 @@ func (run *Run) group() int {
 	err := syscall.Kill(-pg, 0)
 	gone = errors.Is(err, syscall.ESRCH)
 	if st, serr := readStat(pg); !gone && serr == nil {
-		// A process has pid pg. While the group has a member its id
-		// cannot go to a new process, so then only the leader Attach saw
-		// can hold pid pg: alive, exiting, or a zombie whose group still
-		// runs (it obeyed a SIGTERM first). Another process there means
-		// the group ended and pg names a new one: the start time (in
-		// clock ticks) tells them apart.
-		// The pidfd cannot say so: it answers ESRCH for a leader that is
-		// exiting (seen in state R, same start time) or a zombie, while
-		// the members it leaves run on. It is asked only when Attach
-		// could not read the start time.
-		if start != 0 {
-			gone = st.start != start
-		} else if leader != nil {
+		// A process has pid pg: is it the leader Attach saw? The pidfd
+		// says so exactly (ESRCH: that process is gone, so pg names
+		// another); without one, the start time (in clock ticks) does.
+		if leader != nil {
 			gone = errors.Is(unix.PidfdSendSignal(int(leader.Fd()), 0, nil, 0), syscall.ESRCH)
+		} else {
+			gone = start != 0 && st.start != start
 		}
 	}
 	if !gone {
