@@ -95,14 +95,7 @@ func (m *Memory) PutBatch(blobs []Blob) error {
 	if err := checkBlobs(blobs); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, b := range blobs {
-		if _, ok := m.objects[b.Hash]; !ok {
-			m.objects[b.Hash] = append(make([]byte, 0, len(b.Data)), b.Data...)
-		}
-	}
-	return nil
+	return m.PutFresh(blobs)
 }
 
 // PutFresh stores copies of the blobs without checking them (see

@@ -79,13 +79,6 @@ func (g *genIndex) addLocked(seq uint64) {
 	}
 }
 
-// reload drops the copy; the next use reads the store again.
-func (g *genIndex) reload() {
-	g.mu.Lock()
-	g.loaded, g.seqs, g.recs = false, nil, nil
-	g.mu.Unlock()
-}
-
 // NewestGeneration returns the seq and id (the N of gN) of the newest
 // indexed generation, or ok false when there is none, in O(1) once the
 // index is loaded.
