@@ -310,7 +310,17 @@ func (r *Runs) resolve(pid int, st procStat) string {
 // stop or kill processes that are not the run's, and attributing its
 // writes would name the run for someone else's work. So the group counts
 // as gone, for good, once it is seen empty or once its leader's pid is a
-// process other than the one Attach saw (a different start time).
+// process other than the one Attach saw.
+//
+// The leader's pidfd decides, and is asked before /proc: while the leader
+// is not reaped (alive, exiting or a zombie) pid pg is its, so the group
+// pg is the run's. Once it is reaped, pid pg stays taken as long as the
+// group has a member, so a process found at pid pg after that is another
+// one, and the run's group emptied meanwhile. (Reading /proc first raced
+// the reap: the exiting leader was seen at pg, was reaped, and the pidfd
+// then answered ESRCH, so a group whose members still ran was called gone
+// and a cancel stopped waiting for them.) Without a pidfd the start time,
+// in clock ticks, tells the leader from a later process.
 func (run *Run) group() int {
 	run.mu.Lock()
 	pg, start, leader, gone := run.pid, run.leaderStart, run.leader, run.groupGone
@@ -320,13 +330,13 @@ func (run *Run) group() int {
 	}
 	err := syscall.Kill(-pg, 0)
 	gone = errors.Is(err, syscall.ESRCH)
-	if st, serr := readStat(pg); !gone && serr == nil {
-		// A process has pid pg: is it the leader Attach saw? The pidfd
-		// says so exactly (ESRCH: that process is gone, so pg names
-		// another); without one, the start time (in clock ticks) does.
-		if leader != nil {
-			gone = errors.Is(unix.PidfdSendSignal(int(leader.Fd()), 0, nil, 0), syscall.ESRCH)
-		} else {
+	if !gone && leader != nil {
+		if errors.Is(unix.PidfdSendSignal(int(leader.Fd()), 0, nil, 0), syscall.ESRCH) {
+			_, serr := readStat(pg)
+			gone = serr == nil
+		}
+	} else if !gone {
+		if st, serr := readStat(pg); serr == nil {
 			gone = start != 0 && st.start != start
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestReusedPgidIsNotTheRun: in the process-group fallback a run whose
@@ -79,5 +81,64 @@ func TestReusedPgidIsNotTheRun(t *testing.T) {
 	}
 	if st, err := readStat(n); err != nil || st.state == 'T' || st.state == 'Z' {
 		t.Errorf("cancelling the run stopped or killed pid %d, which is not in it: %+v %v", n, st, err)
+	}
+}
+
+// TestGroupOutlivesItsLeader: a run's group whose leader exits first, is
+// reaped, and leaves a member running is still the run's (pid pg stays
+// taken while the group has a member, so it cannot be anyone else's), and
+// a cancel waits for that member and kills it. group() once read /proc
+// before asking the leader's pidfd: a leader reaped in between made a live
+// group look gone, and TestCancel's cancel return with members alive.
+func TestGroupOutlivesItsLeader(t *testing.T) {
+	// The member, orphaned when the leader exits, is then ours to reap
+	// (Attach starts the reaper), as `reynfs run` is for its command's;
+	// init here reaps a killed orphan only a second or two later.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestRuns(t, ModeProcessGroup)
+	run, err := r.Create(Spec{ID: "orphaned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidf := t.TempDir() + "/pid"
+	lead := exec.Command("sh", "-c", `trap "" TERM; sleep 1000 & echo $! > `+pidf+`; read x; exit 0`)
+	lead.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := lead.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Attach(run, lead.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	member := readPids(t, pidf, 1)[0]
+	t.Cleanup(func() { _ = syscall.Kill(member, syscall.SIGKILL) })
+	pg := lead.Process.Pid
+	if got := run.group(); got != pg {
+		t.Fatalf("group() with the leader alive = %d, want %d", got, pg)
+	}
+	in.Close() // the leader's read returns: it exits, and is reaped (by Wait or Attach's reaper)
+	_ = lead.Wait()
+	eventually(t, 3*time.Second, "the leader reaped", func() bool {
+		_, err := readStat(pg)
+		return err != nil
+	})
+	for range 50 {
+		if got := run.group(); got != pg {
+			t.Fatalf("group() with the leader reaped and pid %d running = %d, want %d", member, got, pg)
+		}
+	}
+	if err := run.Cancel(100 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if alive(member) {
+		t.Errorf("pid %d, the group's last member, survived the cancel", member)
+	}
+	if got := run.group(); got != 0 {
+		t.Errorf("group() after the cancel = %d, want 0", got)
 	}
 }
