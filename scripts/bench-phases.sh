@@ -100,6 +100,39 @@ phase_store() {
 	rm -rf "$nat" "$rf" "$st" "$sg"
 }
 
+# --- phase: gc gives deleted data back -----------------------------------------------------
+# GC_MIB of unique data (random, so neither dedup nor zstd shrinks it) written in 10 MiB files
+# on a mounted store and checkpointed, then deleted and checkpointed; retention narrowed to
+# one record and one generation; `reynfs gc` on the mounted store. du -sk of the store before
+# and after says how much came back on disk.
+phase_gc() {
+	local rf="$WORK/g.reynfs" st="$WORK/g.store" i n=$((GC_MIB / 10)) before after out
+	say "phase gc: $GC_MIB MiB of unique data written, deleted, collected"
+	echo "GC_MIB=$GC_MIB" >>"$META"
+	rm -rf "$rf" "$st"
+	mkdir -p "$rf"
+	echo kept >"$rf/README"
+	mount_reynfs "$rf" "$st" || die "reynfs mount of $rf failed; see $LOG"
+	"$REYNFS" retention set --dir "$rf" --seqs 1 --generations 1 --every 24h >>"$LOG"
+	for ((i = 0; i < n; i++)); do head -c 10M /dev/urandom >"$rf/big$i"; done
+	"$REYNFS" checkpoint --dir "$rf" -m data >>"$LOG"
+	rm -f "$rf"/big*
+	"$REYNFS" checkpoint --dir "$rf" -m deleted >>"$LOG"
+	sync
+	before=$(du -sk "$st" | cut -f1)
+	local t0=$EPOCHREALTIME
+	out=$("$REYNFS" gc --dir "$rf" --json) || die "reynfs gc failed; see $LOG"
+	record gc-time reynfs 1 "$(elapsed "$t0" "$EPOCHREALTIME")" s
+	echo "$out" >>"$LOG"
+	sync
+	after=$(du -sk "$st" | cut -f1)
+	record gc-store-before reynfs 1 "$(awk -v k="$before" 'BEGIN { printf "%.2f", k / 1024 }')" MiB
+	record gc-store-after reynfs 1 "$(awk -v k="$after" 'BEGIN { printf "%.2f", k / 1024 }')" MiB
+	record gc-freed reynfs 1 "$(awk -v b="$before" -v a="$after" 'BEGIN { printf "%.2f", (b - a) / 1024 }')" MiB
+	unmount_reynfs "$rf"
+	rm -rf "$rf" "$st"
+}
+
 # --- phase: recovery after kill -9 ---------------------------------------------------------
 head_seq() { "$REYNFS" status "$1" --json | tool field head_seq; }
 

@@ -20,7 +20,7 @@
 #   --quick          fio files of 256 MiB, 5 s timed fio jobs, a quarter of the Go
 #                    src tree, 20k instead of 100k files/records (the report says so)
 #   --runs N         runs per cell (default: 3, quick: 2)
-#   --only LIST      comma-separated phases: fio,files,history,store,recovery,micro,agents
+#   --only LIST      comma-separated phases: fio,files,history,store,gc,recovery,micro,agents
 #                    (and scale, which runs only when named)
 #   --scale          the 1M-file phase alone (same as --only scale): import, RSS,
 #                    checkpoints and rewinds on a generated tree of 1M small files
@@ -48,7 +48,7 @@ cd "$ROOT"
 COMMAND="bash scripts/bench.sh $*"
 
 # --- options -------------------------------------------------------------------------------
-MODE=full RUNS="" ONLY=fio,files,history,store,recovery,micro,agents WORK="" KEEP=0 REPORT="" DOC=0
+MODE=full RUNS="" ONLY=fio,files,history,store,gc,recovery,micro,agents WORK="" KEEP=0 REPORT="" DOC=0
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
 	case $1 in
@@ -68,7 +68,7 @@ while (($#)); do
 done
 [[ -z "$RUNS" || "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --runs wants a positive number" >&2; exit 2; }
 for p in ${ONLY//,/ }; do
-	case $p in fio | files | history | store | recovery | micro | agents | scale) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
+	case $p in fio | files | history | store | gc | recovery | micro | agents | scale) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
@@ -77,7 +77,7 @@ if [[ $MODE == quick ]]; then
 	RUNS=${RUNS:-2} SEQ_SIZE=256M FIO_TIME=5 SRC_DIRS="src/crypto src/net"
 	HIST_SIZES="1000 10000 20000" RECOVERY_RECORDS=20000 MICRO_FLAGS="-short -benchtime 100ms"
 	SCALED="fio files 256 MiB and timed fio jobs 5 s (full: 1 GiB, 20 s); tar of src/crypto and src/net (full: all of src);"
-	SCALED+=" checkpoint/rewind/RSS at 1k/10k/20k files (full: 1k/10k/100k); recovery with 20k records (full: 100k);"
+	SCALED+=" checkpoint/rewind/RSS at 1k/10k/20k files (full: 1k/10k/100k); recovery with 20k records (full: 100k); gc of 100 MiB (full: 300 MiB);"
 	SCALED+=" Go micro-benchmarks -short (no 100k trees) at 100 ms each; agents rows at 20k files (full: 100k)"
 	AGENT_FILES=20000 AGENT_CKPTS=20 AGENT_HOOKS=10 AGENT_REWINDS=3
 else
@@ -87,6 +87,8 @@ else
 	SCALED=""
 fi
 STORE_FILES=10000 STORE_GENS=100
+GC_MIB=300 # quick: 100
+[[ $MODE == quick ]] && GC_MIB=100
 SCALE_FILES=${SCALE_FILES:-1000000}
 [[ "$SCALE_FILES" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --scale-files wants a positive number" >&2; exit 2; }
 HIST_RUNS=$((RUNS < 5 ? 5 : RUNS)) # checkpoint and rewind are cheap: more runs
@@ -451,7 +453,7 @@ say "machine: $(machine)"
 say "mode $MODE, work dir $WORK, log $LOG"
 ((ROOT_USER)) || warn "not root: cold-cache rows are skipped"
 START=$SECONDS
-for phase in fio files history store recovery micro agents scale; do
+for phase in fio files history store gc recovery micro agents scale; do
 	want "$phase" || continue
 	t0=$SECONDS
 	"phase_$phase"

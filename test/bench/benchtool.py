@@ -293,6 +293,16 @@ def targets_table(data, meta, sizes, out):
         rows.append(("store size, 100 generations of %s files, 10 changed each" % meta.get("STORE_FILES", "?"),
                      "<= .git", "%s vs .git %s loose, %s after git gc" % (fmt(st, "MiB"), fmt(gl, "MiB"), fmt(gp, "MiB")),
                      None if gp is None else st <= gp))
+    freed = med(data, "gc-freed", "reynfs")
+    if freed is not None:
+        mib = float(meta.get("GC_MIB", "0") or 0)
+        rows.append(("gc after deleting %.0f MiB of unique data (retention 1 record, 1 generation)" % mib,
+                     ">= 90% back on disk",
+                     "%s freed (%.0f%%): store %s -> %s, gc took %s" % (
+                         fmt(freed, "MiB"), 100 * freed / mib if mib else 0,
+                         fmt(med(data, "gc-store-before", "reynfs"), "MiB"),
+                         fmt(med(data, "gc-store-after", "reynfs"), "MiB"), fmt(med(data, "gc-time", "reynfs"), "s")),
+                     None if not mib else freed >= 0.9 * mib))
     rss = med(data, "rss", "reynfs")
     if rss is not None:
         n = meta.get("RSS_FILES", "?")
