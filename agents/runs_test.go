@@ -291,6 +291,12 @@ func TestRunOf(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 3*time.Second, "the grandchild is reaped", func() bool { _, err := readStat(gc); return err != nil })
+		// A process is known by its pid and start time, which /proc gives
+		// in clock ticks (10 ms): a pid reused within the tick its last
+		// owner started in looks like the same process. Only a writer of
+		// ns_last_pid (root) can reuse a pid that fast, as below; so the
+		// reuse here waits for the next tick.
+		time.Sleep(20 * time.Millisecond)
 		other := reusePid(t, gc)
 		if other == nil {
 			return
