@@ -19,7 +19,10 @@ import (
 // extents whose conversion is metadata too: either way every fdatasync
 // would also commit the file system's journal, two or more device flushes
 // instead of one (RocksDB's recycled logs, PostgreSQL's zero-filled WAL
-// segments and SQLite's pre-sized WAL avoid the same cost).
+// segments and SQLite's pre-sized WAL avoid the same cost). A round of
+// steps runs only when the log was synced since the last round (fsyncs,
+// generation cuts, the checkpoint's sync once a second): a bulk writer
+// that does not sync mostly appends as before.
 //
 // Invariants: bytes of the active segment in [end, size) are zeros; zeros
 // are written only at or past the file's size, under fill.mu; a frame is
@@ -47,9 +50,9 @@ type prefill struct {
 	gen    uint64       // bumped by every roll and cut, under mu
 	closed bool         // under mu: no more zeros
 
-	started  bool // under the log's mu: the goroutine runs
-	stopping bool // under the log's mu: start nothing more
-	kick     chan struct{}
+	started  bool          // under the log's mu: the goroutine runs
+	stopping bool          // under the log's mu: start nothing more
+	kick     chan struct{} // made with the log, buffered: one wake-up pending
 	stop     chan struct{}
 	done     chan struct{}
 	room     func(n int64) bool // may the prefill take n more bytes of disk
@@ -99,11 +102,15 @@ func (l *segLog) wantFill() {
 	}
 	if !l.fill.started {
 		l.fill.started = true
-		l.fill.kick = make(chan struct{}, 1)
 		l.fill.stop = make(chan struct{})
 		l.fill.done = make(chan struct{})
 		go l.fillLoop(l.fill.kick, l.fill.stop, l.fill.done)
 	}
+	l.kickFill()
+}
+
+// kickFill wakes the prefill goroutine, if it runs, to look again.
+func (l *segLog) kickFill() {
 	select {
 	case l.fill.kick <- struct{}{}:
 	default:
@@ -112,11 +119,21 @@ func (l *segLog) wantFill() {
 
 func (l *segLog) fillLoop(kick, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	var synced uint64 // l.syncs when the last round started
 	for {
 		select {
 		case <-stop:
 			return
 		case <-kick:
+		}
+		// A round only when the log was synced since the last one: a
+		// bulk writer that does not sync would pay for zeros it then
+		// overwrites in the page cache, and for a step's fdatasync
+		// every 2 MiB (a checkpoint's sync allows a round a second).
+		if n := l.syncs.Load(); n == synced {
+			continue
+		} else {
+			synced = n
 		}
 		for time.Now().After(l.fill.pause) {
 			more, err := l.fillStep()

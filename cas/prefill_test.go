@@ -77,6 +77,9 @@ func TestPrefill(t *testing.T) {
 		data[h] = d
 	}
 	put(0)
+	if err := s.SyncLog(); err != nil { // the prefill runs while the log is synced
+		t.Fatal(err)
+	}
 	waitFilled(t, s, prefillAhead)
 	filled := s.log.fill.filled.Load()
 	put(1)

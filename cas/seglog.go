@@ -117,7 +117,8 @@ type segLog struct {
 	dmu   sync.Mutex
 	dirty map[uint64]*os.File
 
-	syncMu sync.Mutex // one fdatasync round at a time
+	syncMu sync.Mutex    // one fdatasync round at a time
+	syncs  atomic.Uint64 // sync rounds so far (the prefill runs while they grow)
 
 	fault func(op string) error // crash tests: "frame", "prefill", "roll"
 
@@ -161,6 +162,7 @@ func openSegLog(dir, id string, readOnly, create bool) (*segLog, error) {
 	}
 	l := &segLog{dir: dir, dirf: dirf, id: id, readOnly: readOnly,
 		dirty: map[uint64]*os.File{}, files: map[uint64]*os.File{}}
+	l.fill.kick = make(chan struct{}, 1)
 	return l, nil
 }
 
@@ -399,6 +401,8 @@ func (l *segLog) sync() error {
 			return fmt.Errorf("sync %s: %w", l.path(n), err)
 		}
 	}
+	l.syncs.Add(1)
+	l.kickFill() // the prefill runs while the log is synced
 	return nil
 }
 
