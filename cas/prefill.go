@@ -68,8 +68,9 @@ func (b *Badger) SetPrefillRoom(room func(n int64) bool) {
 	}
 }
 
-// Prefilled is how many bytes of pre-written space lie past the log's end
-// (counted by the journal's free-space check as already taken).
+// Prefilled is how many bytes of synced pre-written space lie past the
+// log's end: statfs counts them as taken, the journal's free-space checks
+// as free for the log (journal/space.go).
 func (b *Badger) Prefilled() int64 {
 	if b.log == nil {
 		return 0

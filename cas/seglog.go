@@ -408,9 +408,14 @@ func (l *segLog) sync() error {
 
 // readAt reads n bytes of segment seg at off.
 func (l *segLog) readAt(seg uint64, off int64, n int) ([]byte, error) {
-	if seg == l.activeA.Load() && off+int64(n) > l.endA.Load() {
+	if seg == l.activeA.Load() {
 		// Pre-written zeros past the log's end are no object's bytes.
-		return nil, fmt.Errorf("read %s at %d: %d bytes past the log's end %d: %w", l.path(seg), off, n, l.endA.Load(), ErrCorrupt)
+		// setEnd stores the segment before the end: an end read
+		// after a roll is seen with the new segment, and skipped.
+		end := l.endA.Load()
+		if off+int64(n) > end && seg == l.activeA.Load() {
+			return nil, fmt.Errorf("read %s at %d: %d bytes past the log's end %d: %w", l.path(seg), off, n, end, ErrCorrupt)
+		}
 	}
 	f, err := l.file(seg)
 	if err != nil {
