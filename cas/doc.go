@@ -92,7 +92,7 @@
 // pre-written (prefill.go). A background step keeps it written with real
 // zeros (pwrite, not fallocate, whose unwritten extents need a metadata
 // change when first written) and fdatasynced, 16 MiB past the end in
-// 2 MiB steps, so a commit's frame overwrites blocks that exist within a
+// 8 MiB steps, so a commit's frame overwrites blocks that exist within a
 // size that is already durable, and its fdatasync flushes data only: one
 // device flush, where an append also commits the file system's journal
 // for the new size (RocksDB's recycled logs, PostgreSQL's zero-filled WAL

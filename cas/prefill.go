@@ -33,8 +33,11 @@ var (
 	// prefillAhead is how far past the log's end the prefill keeps the
 	// active segment written (0: no prefill; tests change it).
 	prefillAhead int64 = 16 << 20
-	// prefillStep is what one prefill step writes and syncs.
-	prefillStep int64 = 2 << 20
+	// prefillStep is what one prefill step writes and syncs: each step
+	// is one metadata commit of the file system (the size, the blocks),
+	// so few big steps beat many small ones (fio 4k write + fsync, 3
+	// interleaved runs: 8 MiB steps 13-38% more IOPS than 2 MiB steps).
+	prefillStep int64 = 8 << 20
 )
 
 // prefillPause is how long the prefill rests after a step failed or was
@@ -130,7 +133,7 @@ func (l *segLog) fillLoop(kick, stop <-chan struct{}, done chan<- struct{}) {
 		// A round only when the log was synced since the last one: a
 		// bulk writer that does not sync would pay for zeros it then
 		// overwrites in the page cache, and for a step's fdatasync
-		// every 2 MiB (a checkpoint's sync allows a round a second).
+		// every 8 MiB (a checkpoint's sync allows a round a second).
 		if n := l.syncs.Load(); n == synced {
 			continue
 		} else {
