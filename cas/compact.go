@@ -357,14 +357,7 @@ var keyCompacted = []byte("m/compacted")
 func (l *segLog) roll() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.create(l.active + 1); err != nil {
-		return err
-	}
-	if f, err := l.file(l.active); err == nil {
-		l.markDirty(l.active, f)
-	}
-	l.active, l.end = l.active+1, segHeaderSize
-	return nil
+	return l.startSegment()
 }
 
 // unlinkSegment removes segment n's name and makes that durable. Its

@@ -88,6 +88,31 @@
 // new segment (created O_EXCL, header fdatasynced, directory fsynced)
 // when a frame would take the active one past SegmentSize (128 MiB).
 //
+// The log's end is not the active segment's size: the segment is
+// pre-written (prefill.go). A background step keeps it written with real
+// zeros (pwrite, not fallocate, whose unwritten extents need a metadata
+// change when first written) and fdatasynced, 16 MiB past the end in
+// 8 MiB steps, so a commit's frame overwrites blocks that exist within a
+// size that is already durable, and its fdatasync flushes data only: one
+// device flush, where an append also commits the file system's journal
+// for the new size (RocksDB's recycled logs, PostgreSQL's zero-filled WAL
+// segments and SQLite's pre-sized WAL do the same). A frame past the
+// pre-written space (the prefill behind, or refused for lack of room:
+// the journal lets it take disk only while free space stays well above
+// its reserve) appends as before. Zeros are written only at or past the
+// file's size and a frame past the pre-written space is written under
+// the same lock, so zeros never cover a frame. A roll and a close truncate
+// the unused prefill (not synced), so a sealed segment or a closed store
+// holds no zero tail, and a mounted store is at most the prefill larger
+// on disk. The scan therefore takes zeros after the last frame, to the
+// end of a segment, for its clean end (a crash may leave them in the
+// last segment or, its truncation lost, the one before); a torn frame
+// followed by zeros is still a torn tail (cut), and a bad frame or zeros
+// followed by an intact frame is still damage. Everything that needs the
+// log's end takes it from the scan (catch-up, resume, salvage, fsck) or
+// from the writer (compaction of the active segment), never from the
+// file's size, and a read past the active segment's end is refused.
+//
 // Commit (the journal's committer, and Put and PutBatch outside it, all
 // under the one writer lock) appends the frame, then writes the index
 // (each new blob's Loc, the frame's key writes, "m/logpos") as one

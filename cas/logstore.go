@@ -199,7 +199,9 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 		}
 		end = Pos{1, segHeaderSize}
 	}
-	l.resume(end.Seg, end.Off)
+	if err := l.resume(end.Seg, end.Off); err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
 	return t, nil
 }
 

@@ -34,11 +34,13 @@ type scanResult struct {
 	damage  error // wraps ErrDamaged; frames holds what precedes it
 }
 
-// scan reads the log from pos to its end. A torn tail (an incomplete or
-// checksum-failing frame with no valid frame after it in the last
-// segment) is reported in cut, damage in damage: a bad frame followed by
-// a valid one, a bad frame before the last segment, a missing segment or
-// a segment of another store.
+// scan reads the log from pos to its end. A segment's frames end where
+// only zeros follow (its pre-written space, prefill.go: the file's size
+// is not the log's end). A torn tail (an incomplete or checksum-failing
+// frame, followed by anything but an intact frame, in the last segment)
+// is reported in cut, damage in damage: a bad frame followed by a valid
+// one, a bad frame before the last segment, a missing segment or a
+// segment of another store.
 func (l *segLog) scan(from Pos) (scanResult, error) {
 	res := scanResult{end: from}
 	segs, err := listSegments(l.dir)
@@ -91,6 +93,11 @@ func (l *segLog) scan(from Pos) (scanResult, error) {
 		for off < data.end() {
 			fr, why := frameAt(data, off)
 			if why != "" {
+				if allZero(data.slice(off, data.end())) {
+					// Pre-written space (prefill.go), or zeros a
+					// crash left of it: the segment's clean end.
+					break
+				}
 				if n != last || validFrameAfter(data, off+1) {
 					res.damage = fmt.Errorf("%w: %s at offset %d: %s, with more log after it", ErrDamaged, l.path(n), off, why)
 				} else {

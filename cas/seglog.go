@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -103,16 +104,23 @@ type segLog struct {
 
 	mu     sync.Mutex // the writer: append, roll
 	active uint64     // segment number written now
-	end    int64      // its size: where the next frame starts
+	end    int64      // where the next frame starts (the file may be longer: prefill.go)
+
+	// activeA and endA copy active and end for those that do not hold
+	// mu: the prefill, and readers that must not read past the end.
+	activeA atomic.Uint64
+	endA    atomic.Int64
+	fill    prefill
 
 	// dirty is the segments written since the last sync, under dmu, not
 	// mu: a sync starts while a commit still holds mu for its index write.
 	dmu   sync.Mutex
 	dirty map[uint64]*os.File
 
-	syncMu sync.Mutex // one fdatasync round at a time
+	syncMu sync.Mutex    // one fdatasync round at a time
+	syncs  atomic.Uint64 // sync rounds so far (the prefill runs while they grow)
 
-	fault func(op string) error // crash tests: "frame", "catchup"
+	fault func(op string) error // crash tests: "frame", "prefill", "roll"
 
 	rmu   sync.RWMutex
 	files map[uint64]*os.File
@@ -154,6 +162,7 @@ func openSegLog(dir, id string, readOnly, create bool) (*segLog, error) {
 	}
 	l := &segLog{dir: dir, dirf: dirf, id: id, readOnly: readOnly,
 		dirty: map[uint64]*os.File{}, files: map[uint64]*os.File{}}
+	l.fill.kick = make(chan struct{}, 1)
 	return l, nil
 }
 
@@ -212,9 +221,59 @@ func (l *segLog) create(n uint64) error {
 	return nil
 }
 
-// resume makes segment n, which ends at end, the active one.
-func (l *segLog) resume(n uint64, end int64) {
+// resume makes segment n, whose frames end at end, the active one. What
+// lies past end in the file is zeros (the scan checked): prefill a
+// reopen may use.
+func (l *segLog) resume(n uint64, end int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fill.mu.Lock()
+	defer l.fill.mu.Unlock()
+	l.setEnd(n, end)
+	size := end
+	if f, err := l.file(n); err != nil {
+		return err
+	} else if fi, err := f.Stat(); err != nil {
+		return err
+	} else if fi.Size() > end {
+		size = fi.Size()
+	}
+	l.resetFill(size)
+	return nil
+}
+
+// setEnd sets where the next frame goes. The caller holds mu.
+func (l *segLog) setEnd(n uint64, end int64) {
 	l.active, l.end = n, end
+	l.activeA.Store(n)
+	l.endA.Store(end)
+}
+
+// startSegment seals the active segment (its unused prefill dropped) and
+// starts segment active+1. The caller holds mu.
+func (l *segLog) startSegment() error {
+	l.fill.mu.Lock()
+	defer l.fill.mu.Unlock()
+	// Truncate first: a crash after it leaves the old segment the last,
+	// without a zero tail; a crash before the new segment's header is
+	// durable leaves one the scan drops.
+	if err := l.dropFill(); err != nil {
+		return err
+	}
+	if err := l.create(l.active + 1); err != nil {
+		return err
+	}
+	if l.fault != nil {
+		if err := l.fault("roll"); err != nil {
+			return fmt.Errorf("roll: injected fault: %w", err)
+		}
+	}
+	if f, err := l.file(l.active); err == nil {
+		l.markDirty(l.active, f) // the old one's last frames still need a sync
+	}
+	l.setEnd(l.active+1, segHeaderSize)
+	l.resetFill(segHeaderSize)
+	return nil
 }
 
 // append writes one encoded frame (header included) at the end of the
@@ -228,38 +287,55 @@ func (l *segLog) append(frame frameVec) (Pos, error) {
 	}
 	size := int64(frame.len())
 	if l.end > segHeaderSize && l.end+size > segmentSize {
-		if err := l.create(l.active + 1); err != nil {
+		if err := l.startSegment(); err != nil {
 			return Pos{}, err
 		}
-		if f, err := l.file(l.active); err == nil {
-			l.markDirty(l.active, f) // the old one's last frames still need a sync
-		}
-		l.active, l.end = l.active+1, segHeaderSize
 	}
 	f, err := l.file(l.active)
 	if err != nil {
 		return Pos{}, err
 	}
 	at := Pos{l.active, l.end}
+	locked := l.end+size > l.fill.filled.Load()
+	if locked {
+		// Past the pre-written space: the frame grows the file, which
+		// the prefill must not do at the same time.
+		l.fill.mu.Lock()
+		defer l.fill.mu.Unlock()
+	}
 	if l.fault != nil && size > 1 {
 		// Crash tests: half the frame is written when "frame" fires.
 		if err := pwritev(f, frame.parts, l.end, size/2); err == nil {
 			err = l.fault("frame")
 			if err != nil {
-				_ = f.Truncate(l.end)
+				l.cutBack(f, locked)
 				return Pos{}, fmt.Errorf("append: injected fault: %w", err)
 			}
 		}
 	}
 	if err := pwritev(f, frame.parts, l.end, size); err != nil {
-		if terr := f.Truncate(l.end); terr != nil {
+		if terr := l.cutBack(f, locked); terr != nil {
 			err = fmt.Errorf("%w (and cutting it back: %v)", err, terr)
 		}
 		return Pos{}, fmt.Errorf("append to %s at %d: %w", f.Name(), l.end, err)
 	}
-	l.end += size
+	l.setEnd(l.active, l.end+size)
 	l.markDirty(l.active, f)
+	l.wantFill()
 	return at, nil
+}
+
+// cutBack removes a failed frame: the segment is truncated where it
+// started (its prefill with it), so nothing but zeros follows the end.
+// The caller holds mu, and fill.mu when locked says so.
+func (l *segLog) cutBack(f *os.File, locked bool) error {
+	if !locked {
+		l.fill.mu.Lock()
+		defer l.fill.mu.Unlock()
+	}
+	err := f.Truncate(l.end)
+	l.resetFill(l.end)
+	return err
 }
 
 // markDirty notes that segment n was written since the last sync.
@@ -325,11 +401,22 @@ func (l *segLog) sync() error {
 			return fmt.Errorf("sync %s: %w", l.path(n), err)
 		}
 	}
+	l.syncs.Add(1)
+	l.kickFill() // the prefill runs while the log is synced
 	return nil
 }
 
 // readAt reads n bytes of segment seg at off.
 func (l *segLog) readAt(seg uint64, off int64, n int) ([]byte, error) {
+	if seg == l.activeA.Load() {
+		// Pre-written zeros past the log's end are no object's bytes.
+		// setEnd stores the segment before the end: an end read
+		// after a roll is seen with the new segment, and skipped.
+		end := l.endA.Load()
+		if off+int64(n) > end && seg == l.activeA.Load() {
+			return nil, fmt.Errorf("read %s at %d: %d bytes past the log's end %d: %w", l.path(seg), off, n, end, ErrCorrupt)
+		}
+	}
 	f, err := l.file(seg)
 	if err != nil {
 		return nil, err
@@ -348,9 +435,9 @@ func (l *segLog) readAt(seg uint64, off int64, n int) ([]byte, error) {
 }
 
 func (l *segLog) close() error {
+	first := l.stopFill()
 	l.rmu.Lock()
 	defer l.rmu.Unlock()
-	var first error
 	for n, f := range l.files {
 		if err := f.Close(); err != nil && first == nil {
 			first = err

@@ -110,7 +110,11 @@
 // logs cost two) once everything enqueued before it is in the log, while
 // the committer writes the last batch's index (Sync returns after both);
 // callers share syncs, and a sync that started after a frame was written
-// covers it.
+// covers it. The frame lands in pre-written segment space (cas/prefill.go:
+// zeros written and synced ahead of the log's end), so the fdatasync
+// flushes data only, not the file system's journal for a new file size;
+// space.go lets the prefill take disk only well above the reserve, and
+// counts its unused bytes as free for the log.
 // Sync runs on every FUSE fsync/fdatasync, on every generation cut and
 // after every reset record (rewind/ calls Sync), on SetMeta and on Close.
 // A power loss keeps everything committed before the last completed Sync
@@ -159,8 +163,9 @@
 //     symlinks to the store's files, and copies of the replayable part of
 //     each WAL, the store directory flocked shared) checks the format and
 //     catches up with the log in memory: it scans the segments from
-//     "m/logpos" to the end. A complete frame (both checksums good) is
-//     applied to an in-memory tail. The last frame of the last segment
+//     "m/logpos" to the end (zeros after the last frame are the log's
+//     pre-written space: its clean end). A complete frame (both
+//     checksums good) is applied to an in-memory tail. The last frame of the last segment
 //     incomplete or failing its checksum, with no intact frame after it,
 //     is a torn tail (a crash during the write, or a power cut before its
 //     sync): it is left out, and a writable open cuts it (ftruncate,

@@ -155,6 +155,10 @@ func start(db *badger.DB, objs *cas.Badger, next uint64, opts Options) *Journal 
 	j.syncer.cond = sync.NewCond(&j.syncer.mu)
 	if o := db.Opts(); !o.InMemory {
 		j.space = newSpace(o.Dir, int(o.ValueThreshold))
+		if objs.Logged() && !opts.ReadOnly {
+			j.space.prefilled = objs.Prefilled // space.go counts the log's prefill
+			objs.SetPrefillRoom(j.space.prefillRoom)
+		}
 	}
 	j.head.Store(next - 1)
 	j.durable.Store(next - 1)

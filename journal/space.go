@@ -120,6 +120,11 @@ type space struct {
 
 	full atomic.Bool // last Admit refused; logged on change
 
+	// prefilled returns the bytes of the segment log's pre-written space
+	// past its end (cas/prefill.go): free space for the log, which statfs
+	// counts as taken. nil without a log.
+	prefilled func() int64
+
 	// Admit's last statfs answer, reused for admitReuse while far from
 	// the reserve (see admitFree).
 	seenMu    sync.Mutex
@@ -199,6 +204,7 @@ func (j *Journal) Admit(n int, class int) error {
 		j.log.Warn().Err(err).Msg("free space unknown; write admitted")
 		return nil
 	}
+	avail += j.space.prefill()
 	keep := keepFree(total, class)
 	need := want + keep
 	if avail < need {
@@ -241,6 +247,31 @@ func (s *space) shares(b *batch) (vlog, wal, seg int) {
 		}
 	}
 	return vlog, wal + 4096, seg + 64 // "m/seq", the log position, Badger's transaction marks
+}
+
+// prefill returns the segment log's pre-written bytes past its end.
+func (s *space) prefill() uint64 {
+	if s.prefilled == nil {
+		return 0
+	}
+	return uint64(max(s.prefilled(), 0))
+}
+
+// prefillHeadroom is what the segment log's prefill leaves free beyond
+// what Admit keeps: on a nearly full disk it stops, and commits append.
+const prefillHeadroom = 64 << 20
+
+// prefillRoom reports whether the segment log may pre-write n more bytes
+// (cas.Badger.SetPrefillRoom): only while the free space stays above the
+// reserve and Admit's slack by prefillHeadroom, so pre-written space
+// never takes what cuts, rewinds and unmounts need, and a full disk
+// fails no commit for its sake (a commit past it appends, as before).
+func (s *space) prefillRoom(n int64) bool {
+	avail, total, err := s.free()
+	if err != nil {
+		return false
+	}
+	return avail >= uint64(max(n, 0))+keepFree(total, AdmitWrite)+prefillHeadroom
 }
 
 // locLen is the size of an object's index entry (cas.Loc).
@@ -290,6 +321,7 @@ func (s *space) prepareBytes(vlog, wal, seg int, force bool) error {
 	if !s.check {
 		return nil
 	}
+	seg = max(seg-int(s.prefill()), 0) // lands in pre-written space
 	avail, _, err := s.free()
 	if err == nil && avail < uint64(vlog+wal+seg) {
 		return fmt.Errorf("prepare store files: %w (%d bytes free, a batch of %d)", ErrNoSpace, avail, vlog+wal+seg)

@@ -43,16 +43,41 @@ func containsArg(args []string, s string) bool {
 	return false
 }
 
-// logBytes is the size of the store's segment log so far.
+// logBytes is the size of the store's segment log so far, without the
+// zeros pre-written past its end (cas/prefill.go).
 func logBytes(store string) int64 {
 	segs, _ := filepath.Glob(filepath.Join(store, "db.log", "*.seg"))
 	var n int64
 	for _, s := range segs {
-		if fi, err := os.Stat(s); err == nil {
-			n += fi.Size()
-		}
+		n += nonZeroEnd(s)
 	}
 	return n
+}
+
+// nonZeroEnd returns the offset past the last non-zero byte of the file
+// at path (0 if it cannot be read), reading back from its end.
+func nonZeroEnd(path string) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	buf := make([]byte, 64<<10)
+	for hi := fi.Size(); hi > 0; {
+		lo := max(hi-int64(len(buf)), 0)
+		k, _ := f.ReadAt(buf[:hi-lo], lo)
+		for i := k - 1; i >= 0; i-- {
+			if buf[i] != 0 {
+				return lo + int64(i) + 1
+			}
+		}
+		hi = lo
+	}
+	return 0
 }
 
 // TestFirstImportKilledMountsAgain: kill -9 of the daemon in the middle of
