@@ -2,7 +2,9 @@ package tree
 
 import (
 	"bytes"
+	"errors"
 	"math/rand"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -203,4 +205,39 @@ func waitUnstaged(t *testing.T, l *Live) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("staged chunks still held 5 s after their commit")
+}
+
+// A read of many chunks, which fill reads several at a time, returns the
+// error of the first bad chunk in file order (here two are gone from the
+// store), whichever worker met it first.
+func TestReadVecFirstErrorInFileOrder(t *testing.T) {
+	l, j := newTestLive(t)
+	l.stage.recentMax = 0
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 12*cas.ChunkSize)
+	rand.New(rand.NewSource(5)).Read(data)
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, data, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fsync(testCaller, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	waitUnstaged(t, l)
+	vecs, n, err := l.ReadVec(st.Ino, 0, len(data), make([]byte, len(data)))
+	if err != nil || n != len(data) || !bytes.Equal(bytes.Join(vecs, nil), data) {
+		t.Fatalf("ReadVec of 12 chunks: %d bytes, %v", n, err)
+	}
+	gone := []cas.Hash{cas.Sum(data[9*cas.ChunkSize : 10*cas.ChunkSize]), cas.Sum(data[4*cas.ChunkSize : 5*cas.ChunkSize])}
+	if err := j.Objects().Delete(gone); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		_, _, err := l.ReadVec(st.Ino, 0, len(data), make([]byte, len(data)))
+		if !errors.Is(err, cas.ErrNotFound) || !strings.Contains(err.Error(), "chunk 4:") {
+			t.Fatalf("ReadVec with chunks 4 and 9 gone: %v, want chunk 4's ErrNotFound", err)
+		}
+	}
 }
