@@ -304,6 +304,9 @@ func (j *Journal) Close() error {
 		j.space.close()
 	}
 	closeErr := j.db.Close()
+	if closeErr == nil && j.space != nil {
+		releaseDiscard(j.space.dir) // see discard.go
+	}
 	if err := j.objs.CloseLog(); err != nil && closeErr == nil {
 		closeErr = err
 	}

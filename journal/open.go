@@ -166,6 +166,7 @@ func openLog(db *badger.DB, dir, id string, readOnly, keepDamaged bool, fault fu
 // up a new one (format version, store id, the log), brings the index up
 // to the log and creates the manifest if there is none.
 func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
+	reallocDiscard(dir) // Close dug holes in it (discard.go)
 	db, err := openBadger(badgerOptions(dir, opts.Logger))
 	if err != nil {
 		return nil, err
