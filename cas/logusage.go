@@ -11,11 +11,12 @@ import (
 // is without knowing the segment format.
 type LogEntry struct {
 	Seg uint64
-	// Kind is the entry kind of a frame's payload ('b' blob, 'D' delta,
-	// 's' key set, 'd' key delete), or 'H' for a segment header, 'F'
-	// for a frame header and 'T' for bytes past the last complete frame.
+	// Kind is the entry kind of a frame's payload ('c' blob, 'b' blob
+	// with its name (formats 2 and 3), 'D' delta, 's' key set, 'd' key
+	// delete), or 'H' for a segment header, 'F' for a frame header and
+	// 'T' for bytes past the last complete frame.
 	Kind byte
-	Hash Hash   // blobs and deltas
+	Hash Hash   // blobs and deltas (computed for a 'c' blob)
 	Comp byte   // blobs: compRaw or compZstd
 	Key  []byte // key sets and deletes (valid during the call only)
 	Head int    // bytes of the entry before its data (kind, name, lengths)
@@ -68,9 +69,9 @@ func segmentEntries(n uint64, b []byte, fn func(LogEntry) error) error {
 		// of the previous entry to its data.
 		at := 0
 		for _, e := range blobs {
-			kind, comp := byte(entryBlob), e.loc.Comp
-			if e.loc.Comp == compDelta {
-				kind, comp = entryDelta, compRaw
+			kind, comp := e.kind, e.loc.Comp
+			if kind == entryDelta {
+				comp = compRaw
 			}
 			head := int(e.loc.Off) - at
 			if err := fn(LogEntry{Seg: n, Kind: kind, Hash: e.h, Comp: comp, Head: head, Data: int(e.loc.Stored)}); err != nil {

@@ -29,7 +29,7 @@ func TestLogEntriesAccountsForEveryByte(t *testing.T) {
 	err := cas.LogEntries(filepath.Join(dir, "db.log"), func(e cas.LogEntry) error {
 		total += e.Head + e.Data
 		switch e.Kind {
-		case 'b':
+		case 'c':
 			seen[e.Hash] = e
 		case 's', 'd':
 			keys = append(keys, string(e.Kind)+string(e.Key))

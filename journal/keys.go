@@ -22,8 +22,10 @@ var (
 // storeFormat is the store format this reynfs reads and writes: 3 stores
 // objects as deltas against their previous version (cas/doc.go,
 // "Deltas"), which a format-2 reader would take for damage and whose bases
-// its collector would sweep. A writable open upgrades 1 and 2.
-const storeFormat = 3
+// its collector would sweep; 4 logs whole objects without their names
+// (cas/frame.go, entryBare), which a format-3 reader would take for
+// damage. A writable open upgrades 1, 2 and 3.
+const storeFormat = 4
 
 // formatLog is the first format with a segment log.
 const formatLog = 2

@@ -41,7 +41,7 @@ func logTable(w io.Writer, dir string, kindOf map[cas.Hash]string) error {
 			add("frame headers", e.Head, 0)
 		case 'T':
 			add("past the last frame", 0, e.Data)
-		case 'b', 'D':
+		case 'b', 'c', 'D':
 			k, ok := kindOf[e.Hash]
 			if !ok {
 				k = kindOther
@@ -52,6 +52,9 @@ func logTable(w io.Writer, dir string, kindOf map[cas.Hash]string) error {
 				form = "delta"
 			case e.Comp != 0:
 				form = "whole, zstd"
+			}
+			if e.Kind == 'b' {
+				form += ", named"
 			}
 			add(k+", "+form, e.Head, e.Data)
 		case 's', 'd':
