@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// Format 4 logs whole blobs without their names: an index rebuilt from
-// the log alone (a fresh Badger over the same segments) names every raw,
-// compressed and delta object again, and each reads back as written.
+// Format 4 logs whole blobs without their names, format 5 packs small
+// ones: an index rebuilt from the log alone (a fresh Badger over the same
+// segments) names every raw, compressed, packed and delta object again,
+// and each reads back as written.
 func TestReplayNamesBareBlobs(t *testing.T) {
 	dir := t.TempDir()
 	s, db := openTestLog(t, dir)
@@ -23,21 +24,26 @@ func TestReplayNamesBareBlobs(t *testing.T) {
 	text := bytes.Repeat([]byte("a line of source text\n"), 200)
 	next := bytes.Clone(noise)
 	next[4000] ^= 1
-	want := map[Hash][]byte{Sum(noise): noise, Sum(text): text, Sum(next): next}
-	f := &Frame{Blobs: []Blob{{Hash: Sum(noise), Data: noise}, {Hash: Sum(text), Data: text}}}
-	if _, _, err := s.Commit(f); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Commit(&Frame{Blobs: []Blob{{Hash: Sum(next), Data: next, Base: Sum(noise)}}}); err != nil {
-		t.Fatal(err)
+	text2 := bytes.Repeat([]byte("another line of source text\n"), 100)
+	big := bytes.Repeat([]byte("a big chunk of text, compressed alone\n"), 1000)
+	want := map[Hash][]byte{Sum(noise): noise, Sum(text): text, Sum(next): next, Sum(text2): text2, Sum(big): big}
+	for _, f := range []*Frame{
+		{Blobs: []Blob{{Hash: Sum(noise), Data: noise}}},
+		{Blobs: []Blob{{Hash: Sum(text), Data: text}, {Hash: Sum(text2), Data: text2}}}, // packed
+		{Blobs: []Blob{{Hash: Sum(next), Data: next, Base: Sum(noise)}}},
+		{Blobs: []Blob{{Hash: Sum(big), Data: big}}},
+	} {
+		if _, _, err := s.Commit(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 	kinds := map[byte]int{}
 	err := LogEntries(filepath.Join(dir, "db.log"), func(e LogEntry) error {
 		kinds[e.Kind]++
 		return nil
 	})
-	if err != nil || kinds[entryBare] != 2 || kinds[entryDelta] != 1 || kinds[entryBlob] != 0 {
-		t.Fatalf("log entries %v (%v), want 2 bare blobs and a delta", kinds, err)
+	if err != nil || kinds[entryBare] != 2 || kinds[entryPack] != 1 || kinds[entryDelta] != 1 || kinds[entryBlob] != 0 {
+		t.Fatalf("log entries %v (%v), want 2 bare blobs, a pack and a delta", kinds, err)
 	}
 	if err := s.SyncLog(); err != nil {
 		t.Fatal(err)

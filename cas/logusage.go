@@ -12,7 +12,8 @@ import (
 type LogEntry struct {
 	Seg uint64
 	// Kind is the entry kind of a frame's payload ('c' blob, 'b' blob
-	// with its name (formats 2 and 3), 'D' delta, 's' key set, 'd' key
+	// with its name (formats 2 and 3), 'D' delta, 'P' pack of small
+	// objects (format 5), 's' key set, 'd' key
 	// delete), or 'H' for a segment header, 'F' for a frame header and
 	// 'T' for bytes past the last complete frame.
 	Kind byte
@@ -20,7 +21,10 @@ type LogEntry struct {
 	Comp byte   // blobs: compRaw or compZstd
 	Key  []byte // key sets and deletes (valid during the call only)
 	Head int    // bytes of the entry before its data (kind, name, lengths)
-	Data int    // a blob's stored bytes, a set's value bytes
+	Data int    // a blob's or pack's stored bytes, a set's value bytes
+	// A pack ('P'): its objects' names and lengths, in pack order.
+	Members   []Hash
+	MemberRaw []int
 }
 
 // LogEntries calls fn for every header and entry of the segments in
@@ -68,13 +72,24 @@ func segmentEntries(n uint64, b []byte, fn func(LogEntry) error) error {
 		// Entries are contiguous: each blob's header runs from the end
 		// of the previous entry to its data.
 		at := 0
-		for _, e := range blobs {
+		for k := 0; k < len(blobs); k++ {
+			e := blobs[k]
 			kind, comp := e.kind, e.loc.Comp
 			if kind == entryDelta {
 				comp = compRaw
 			}
-			head := int(e.loc.Off) - at
-			if err := fn(LogEntry{Seg: n, Kind: kind, Hash: e.h, Comp: comp, Head: head, Data: int(e.loc.Stored)}); err != nil {
+			le := LogEntry{Seg: n, Kind: kind, Hash: e.h, Comp: comp, Head: int(e.loc.Off) - at, Data: int(e.loc.Stored)}
+			if kind == entryPack {
+				// One entry for the pack; its objects follow in blobs
+				// with the same offset.
+				le.Hash, le.Comp = Hash{}, compZstd
+				for ; k < len(blobs) && blobs[k].kind == entryPack && blobs[k].loc.Off == e.loc.Off; k++ {
+					le.Members = append(le.Members, blobs[k].h)
+					le.MemberRaw = append(le.MemberRaw, int(blobs[k].loc.Raw))
+				}
+				k--
+			}
+			if err := fn(le); err != nil {
 				return err
 			}
 			at = int(e.loc.Off) + int(e.loc.Stored)

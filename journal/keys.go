@@ -24,8 +24,10 @@ var (
 // "Deltas"), which a format-2 reader would take for damage and whose bases
 // its collector would sweep; 4 logs whole objects without their names
 // (cas/frame.go, entryBare), which a format-3 reader would take for
-// damage. A writable open upgrades 1, 2 and 3.
-const storeFormat = 4
+// damage; 5 packs small objects (cas/pack.go), whose log entries and
+// index entries a format-4 reader would take for damage. A writable open
+// upgrades 1 to 4.
+const storeFormat = 5
 
 // formatLog is the first format with a segment log.
 const formatLog = 2

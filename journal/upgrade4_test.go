@@ -104,8 +104,8 @@ func dropObjectIndex(t *testing.T, dir string) {
 		}
 		return nil
 	})
-	if err == nil && len(keys) < 4 {
-		t.Fatalf("%d object index entries, want 4", len(keys))
+	if err == nil && len(keys) < 5 {
+		t.Fatalf("%d object index entries, want 5", len(keys))
 	}
 	for _, k := range keys {
 		if err == nil {
@@ -130,54 +130,62 @@ func checkObjects(t *testing.T, j *Journal, objs [][]byte) {
 	}
 }
 
-// TestUpgradeFormat3: a store written by the format-3 reynfs (names in
-// the log) is read as it is by a read-only open, which changes nothing;
-// the first writable open writes format 4, whose new blobs are logged
-// without their names; an index rebuilt from a log holding both kinds
-// (the index's position lost, as a power cut can leave it) names every
-// object again.
-func TestUpgradeFormat3(t *testing.T) {
-	dir := untar(t, "format3.tar.gz")
-	objs := format3Objects()
-	if k := logKinds(t, dir); k['b'] != 2 || k['D'] != 1 || k['c'] != 0 {
-		t.Fatalf("fixture log entries %v, want 2 named blobs and a delta", k)
-	}
-	sums := storeSums(t, dir)
-	ro, err := Open(dir, Options{ReadOnly: true})
-	if err != nil {
-		t.Fatalf("read-only open of a format-3 store: %v", err)
-	}
-	checkRecords(t, ro, 2)
-	checkObjects(t, ro, objs)
-	if f := formatOf(t, ro); f != "3" {
-		t.Fatalf("m/format = %q after a read-only open", f)
-	}
-	ro.Close()
-	if !sameSums(sums, storeSums(t, dir)) {
-		t.Fatal("a read-only open changed a format-3 store")
-	}
+// TestUpgradeFormat3And4: a store written by the format-3 reynfs (names
+// in the log) or the format-4 one (no names, no packs) is read as it is
+// by a read-only open, which changes nothing; the first writable open
+// writes the current format, whose new small blobs are packed; an index
+// rebuilt from a log holding every entry kind (the index's position
+// lost, as a power cut can leave it) names every object again.
+func TestUpgradeFormat3And4(t *testing.T) {
+	for _, c := range []struct {
+		fixture, format string
+		whole           byte // how the fixture logs a whole blob
+	}{{"format3.tar.gz", "3", 'b'}, {"format4.tar.gz", "4", 'c'}} {
+		t.Run(c.format, func(t *testing.T) {
+			dir := untar(t, c.fixture)
+			objs := format3Objects()
+			if k := logKinds(t, dir); k[c.whole] != 2 || k['D'] != 1 || k['P'] != 0 {
+				t.Fatalf("fixture log entries %v, want 2 whole blobs ('%c') and a delta", k, c.whole)
+			}
+			sums := storeSums(t, dir)
+			ro, err := Open(dir, Options{ReadOnly: true})
+			if err != nil {
+				t.Fatalf("read-only open of a format-%s store: %v", c.format, err)
+			}
+			checkRecords(t, ro, 2)
+			checkObjects(t, ro, objs)
+			if f := formatOf(t, ro); f != c.format {
+				t.Fatalf("m/format = %q after a read-only open", f)
+			}
+			ro.Close()
+			if !sameSums(sums, storeSums(t, dir)) {
+				t.Fatalf("a read-only open changed a format-%s store", c.format)
+			}
 
-	j := openT(t, dir, Options{})
-	if f := formatOf(t, j); f != strconv.Itoa(storeFormat) {
-		t.Fatalf("m/format = %q after a writable open, want %d", f, storeFormat)
+			j := openT(t, dir, Options{})
+			if f := formatOf(t, j); f != strconv.Itoa(storeFormat) {
+				t.Fatalf("m/format = %q after a writable open, want %d", f, storeFormat)
+			}
+			checkRecords(t, j, 2)
+			checkObjects(t, j, objs)
+			b1 := blobOf("a chunk written after the upgrade, packed with the next one")
+			b2 := blobOf("another chunk written after the upgrade")
+			appendT(t, j, &Record{Op: OpData, Ino: 4, Size: cas.ChunkSize + uint64(len(b2.Data)), Chunks: []Chunk{{0, b1.Hash}, {1, b2.Hash}}}, b1, b2)
+			objs = append(objs, b1.Data, b2.Data)
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if k := logKinds(t, dir); k[c.whole] != 2 || k['P'] != 1 {
+				t.Fatalf("log entries after the upgrade %v, want the fixture's and a pack", k)
+			}
+			if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != storeFormat {
+				t.Fatalf("manifest after the upgrade: %+v, %v", m, err)
+			}
+			dropObjectIndex(t, dir)
+			setLogPos(t, dir, 1, 64) // replay the whole log
+			j = openT(t, dir, Options{})
+			checkRecords(t, j, 3)
+			checkObjects(t, j, objs)
+		})
 	}
-	checkRecords(t, j, 2)
-	checkObjects(t, j, objs)
-	nb := blobOf("a chunk written after the upgrade, logged without its name")
-	appendT(t, j, &Record{Op: OpData, Ino: 4, Size: uint64(len(nb.Data)), Chunks: []Chunk{{0, nb.Hash}}}, nb)
-	objs = append(objs, nb.Data)
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if k := logKinds(t, dir); k['b'] != 2 || k['c'] != 1 {
-		t.Fatalf("log entries after the upgrade %v, want the 2 named blobs and 1 bare one", k)
-	}
-	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != storeFormat {
-		t.Fatalf("manifest after the upgrade: %+v, %v", m, err)
-	}
-	dropObjectIndex(t, dir)
-	setLogPos(t, dir, 1, 64) // replay the whole log
-	j = openT(t, dir, Options{})
-	checkRecords(t, j, 3)
-	checkObjects(t, j, objs)
 }

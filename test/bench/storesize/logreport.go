@@ -57,6 +57,24 @@ func logTable(w io.Writer, dir string, kindOf map[cas.Hash]string) error {
 				form += ", named"
 			}
 			add(k+", "+form, e.Head, e.Data)
+		case 'P':
+			// A pack's bytes go to its objects' kinds in proportion to
+			// their lengths; its header to the first one's.
+			var raw int
+			for _, n := range e.MemberRaw {
+				raw += n
+			}
+			for i, h := range e.Members {
+				k, ok := kindOf[h]
+				if !ok {
+					k = kindOther
+				}
+				head := 0
+				if i == 0 {
+					head = e.Head
+				}
+				add(k+", packed", head, e.Data*e.MemberRaw[i]/max(raw, 1))
+			}
 		case 's', 'd':
 			name := "key write " + prefixName(e.Key)
 			if e.Kind == 'd' {
