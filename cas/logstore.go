@@ -307,7 +307,6 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	wb := b.db.NewWriteBatch()
 	defer wb.Cancel()
 	entries := make([]blobEntry, 0, len(blobs))
-	objects := 0
 	for i, s := range blobs {
 		loc := Loc{Seg: at.Seg, Off: at.Off + offs[i], Stored: uint32(len(s.data)), Raw: uint32(s.raw), Comp: s.comp, Base: s.base, Depth: s.depth}
 		if s.comp != compPack {
@@ -320,7 +319,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			entries = append(entries, blobEntry{h: m.h, loc: ml})
 		}
 	}
-	objects = len(entries)
+	objects := len(entries)
 	if err := applyFrame(wb, entries, f.Ops); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
