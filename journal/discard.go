@@ -16,6 +16,13 @@ import (
 // need not keep 1 MiB of disk for them (docs/storage.md, format 3: an
 // eighth of the benchmark's store). Close digs holes in its zero pages
 // and a writable open allocates it whole again before Badger maps it.
+//
+// Close digs before Badger closes, while Badger's directory lock still
+// keeps every other process out: after it, another daemon may already
+// have mapped the file, and a hole under its mapping is SIGBUS on a full
+// disk. Badger, still open, only appends 16-byte slots after its last
+// one (a compaction that ends meanwhile adds one per value-log file), so
+// the page after the last non-zero byte stays allocated too.
 
 const discardName = "DISCARD"
 
@@ -23,10 +30,11 @@ const discardName = "DISCARD"
 // faults in and the file system's block on every file system we run on.
 const digPage = 4096
 
-// digHoles deallocates the all-zero pages of the file at path (its
-// content does not change: a hole reads as zeros). Nothing may have the
-// file mapped. It is best effort: a file system without hole punching
-// keeps the blocks, and any failure only leaves disk allocated.
+// digHoles deallocates the all-zero pages of the file at path from the
+// page after the one holding its last non-zero byte (its content does not
+// change: a hole reads as zeros). It is best effort: a file system without
+// hole punching keeps the blocks, and any failure only leaves disk
+// allocated.
 func digHoles(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -40,8 +48,15 @@ func digHoles(path string) error {
 	if err != nil {
 		return err
 	}
+	last := bytes.LastIndexFunc(data, func(r rune) bool { return r != 0 })
+	start := 0
+	if last >= 0 {
+		start = (last/digPage + 2) * digPage
+	} else {
+		start = digPage // Badger's next slot is at the start
+	}
 	zero := make([]byte, digPage)
-	for off := 0; off < len(data); {
+	for off := start; off < len(data); {
 		end := off
 		for end < len(data) && bytes.Equal(data[end:min(end+digPage, len(data))], zero[:min(digPage, len(data)-end)]) {
 			end += digPage
@@ -76,7 +91,8 @@ func readAllAt(f *os.File) ([]byte, error) {
 	return data[:n], err
 }
 
-// releaseDiscard gives back the zero pages of a closed store's DISCARD.
+// releaseDiscard gives back the zero pages of DISCARD of a store about
+// to close (Badger open, the committer stopped).
 func releaseDiscard(dir string) { _ = digHoles(filepath.Join(dir, discardName)) }
 
 // reallocDiscard allocates a closed store's DISCARD whole again before

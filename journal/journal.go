@@ -302,11 +302,9 @@ func (j *Journal) Close() error {
 	j.closed = true
 	if j.space != nil {
 		j.space.close()
+		releaseDiscard(j.space.dir) // under Badger's lock: see discard.go
 	}
 	closeErr := j.db.Close()
-	if closeErr == nil && j.space != nil {
-		releaseDiscard(j.space.dir) // see discard.go
-	}
 	if err := j.objs.CloseLog(); err != nil && closeErr == nil {
 		closeErr = err
 	}
