@@ -41,6 +41,7 @@ type Badger struct {
 	db    *badger.DB
 	cache *cache
 	locs  *locCache // where objects read once are, and their CRC (readcache.go)
+	packs packCache // packs decompressed lately (pack.go)
 
 	guard guard // spares from a sweep what writers rely on (guard.go)
 

@@ -101,7 +101,7 @@ func (b *Badger) Compact(step func(string), pause func()) (CompactResult, error)
 		}
 		var liveBytes int64
 		for _, e := range live[n] {
-			liveBytes += int64(e.loc.Stored)
+			liveBytes += e.loc.share()
 		}
 		if liveBytes*2 >= size-segHeaderSize || (n == active && size < minRollBytes) {
 			continue
@@ -250,6 +250,15 @@ func (b *Badger) moveForward(ents []blobEntry, pause func(), at func(string)) (i
 		for len(ents) > 0 && (size == 0 || size+int(ents[0].loc.Stored) <= compactFrameBytes) {
 			e := ents[0]
 			ents = ents[1:]
+			if e.loc.Comp == compPack {
+				// Out of its pack, stored alone (pack.go).
+				s, err := b.unpackOne(e)
+				if err != nil {
+					return moved, err
+				}
+				batch, old, size = append(batch, s), append(old, e), size+len(s.data)
+				continue
+			}
 			data, err := b.log.readAt(e.loc.Seg, e.loc.Off, int(e.loc.Stored))
 			if err != nil {
 				return moved, err
@@ -336,6 +345,9 @@ func (b *Badger) appendMoved(batch []stored, old []blobEntry) error {
 				continue
 			}
 			n := e.loc
+			if n.Comp == compPack { // moved out of its pack, alone
+				n = Loc{Stored: uint32(len(batch[i].data)), Raw: uint32(batch[i].raw), Comp: batch[i].comp}
+			}
 			n.Seg, n.Off = pos.Seg, pos.Off+offs[i]
 			if err := txn.Set(k, n.encode()); err != nil {
 				return err

@@ -245,7 +245,9 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	enc, _, _ := codecs()
 	epoch := b.cache.currentEpoch()
 	var blobs []stored
+	var small []bool // candidates for a pack (pack.go)
 	var bases bool
+	packing := packable(f.Blobs)
 	seen := make(map[Hash]struct{}, len(f.Blobs))
 	for _, bl := range f.Blobs {
 		if _, dup := seen[bl.Hash]; dup {
@@ -265,7 +267,8 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			}
 		}
 		s := stored{h: bl.Hash, raw: len(bl.Data), comp: compRaw, data: bl.Data}
-		if len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
+		isSmall := packing && len(bl.Data) <= packObjectMax
+		if !isSmall && len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
 			c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
 			if len(c) <= len(bl.Data)-len(bl.Data)/8 {
 				s.comp, s.data = compZstd, c
@@ -278,9 +281,13 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			}
 		}
 		blobs = append(blobs, s)
+		small = append(small, isSmall && s.comp == compRaw)
 	}
 	if len(blobs) == 0 && len(f.Ops) == 0 {
 		return 0, deduped, nil
+	}
+	if packing {
+		blobs = packSmall(enc, blobs, small)
 	}
 	frame, offs := encodeFrame(f.First, f.Last, blobs, f.Ops)
 
@@ -301,11 +308,20 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	}
 	wb := b.db.NewWriteBatch()
 	defer wb.Cancel()
-	entries := make([]blobEntry, len(blobs))
+	entries := make([]blobEntry, 0, len(blobs))
 	for i, s := range blobs {
-		entries[i] = blobEntry{h: s.h, loc: Loc{Seg: at.Seg, Off: at.Off + offs[i],
-			Stored: uint32(len(s.data)), Raw: uint32(s.raw), Comp: s.comp, Base: s.base, Depth: s.depth}}
+		loc := Loc{Seg: at.Seg, Off: at.Off + offs[i], Stored: uint32(len(s.data)), Raw: uint32(s.raw), Comp: s.comp, Base: s.base, Depth: s.depth}
+		if s.comp != compPack {
+			entries = append(entries, blobEntry{h: s.h, loc: loc})
+			continue
+		}
+		for _, m := range s.members {
+			ml := loc
+			ml.Raw, ml.In, ml.PackRaw = uint32(m.n), uint32(m.off), uint32(s.raw)
+			entries = append(entries, blobEntry{h: m.h, loc: ml})
+		}
 	}
+	objects := len(entries)
 	if err := applyFrame(wb, entries, f.Ops); err != nil {
 		return 0, 0, fmt.Errorf("commit: index: %w", err)
 	}
@@ -317,13 +333,13 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	}
 	b.logged.Add(int64(frame.len()))
 	if bases {
-		written := make(map[Hash]bool, len(blobs))
-		for _, s := range blobs {
-			written[s.h] = true
+		written := make(map[Hash]bool, len(entries))
+		for _, e := range entries {
+			written[e.h] = true
 		}
 		b.cacheWritten(f.Blobs, written, epoch)
 	}
-	return len(blobs), deduped, nil
+	return objects, deduped, nil
 }
 
 // SetFault sets a hook called at named points: "frame" (half a frame
@@ -387,6 +403,9 @@ func (b *Badger) getLogged(h Hash, loc Loc) ([]byte, error) {
 
 // readWhole reads and decompresses the object stored whole at loc.
 func (b *Badger) readWhole(h Hash, loc Loc) ([]byte, error) {
+	if loc.Comp == compPack {
+		return b.readPacked(h, loc)
+	}
 	raw, err := b.log.readAt(loc.Seg, loc.Off, int(loc.Stored))
 	if err != nil {
 		return nil, err
@@ -482,7 +501,7 @@ func (b *Badger) eachLogged(fn func(h Hash, size int64) error) error {
 				if p == LogPrefix {
 					if v, err := item.ValueCopy(nil); err == nil {
 						if l, err := decodeLoc(v); err == nil {
-							size = int64(l.Stored)
+							size = l.share()
 						}
 					}
 				}
@@ -497,7 +516,7 @@ func (b *Badger) eachLogged(fn func(h Hash, size int64) error) error {
 	}
 	for h, l := range b.tail {
 		if !seen[h] {
-			all = append(all, ent{h, int64(l.Stored)})
+			all = append(all, ent{h, l.share()})
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return string(all[i].h[:]) < string(all[j].h[:]) })

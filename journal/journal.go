@@ -306,6 +306,7 @@ func (j *Journal) Close() error {
 	j.closed = true
 	if j.space != nil {
 		j.space.close()
+		releaseDiscard(j.space.dir) // under Badger's lock: see discard.go
 	}
 	closeErr := j.db.Close()
 	if err := j.objs.CloseLog(); err != nil && closeErr == nil {

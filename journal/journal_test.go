@@ -2,8 +2,10 @@ package journal
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -60,8 +62,8 @@ func TestOpenNewStore(t *testing.T) {
 	j := openT(t, dir, Options{})
 	err := j.DB().View(func(txn *badger.Txn) error {
 		v, err := getValue(txn, keyFormat)
-		if err == nil && string(v) != "3" {
-			t.Errorf("m/format = %q, want 3", v)
+		if err == nil && string(v) != strconv.Itoa(storeFormat) {
+			t.Errorf("m/format = %q, want %d", v, storeFormat)
 		}
 		return err
 	})
@@ -79,7 +81,7 @@ func TestOpenOtherFormat(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantOpenErr(t, dir, ErrFormat, "store format version 7, this reynfs reads 3")
+	wantOpenErr(t, dir, ErrFormat, fmt.Sprintf("store format version 7, this reynfs reads %d", storeFormat))
 }
 
 func TestOpenNotAStore(t *testing.T) {

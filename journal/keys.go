@@ -22,8 +22,12 @@ var (
 // storeFormat is the store format this reynfs reads and writes: 3 stores
 // objects as deltas against their previous version (cas/doc.go,
 // "Deltas"), which a format-2 reader would take for damage and whose bases
-// its collector would sweep. A writable open upgrades 1 and 2.
-const storeFormat = 3
+// its collector would sweep; 4 logs whole objects without their names
+// (cas/frame.go, entryBare), which a format-3 reader would take for
+// damage; 5 packs small objects (cas/pack.go), whose log entries and
+// index entries a format-4 reader would take for damage. A writable open
+// upgrades 1 to 4.
+const storeFormat = 5
 
 // formatLog is the first format with a segment log.
 const formatLog = 2

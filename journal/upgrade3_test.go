@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,8 +74,8 @@ func TestUpgradeFormat2(t *testing.T) {
 	}
 
 	j := openT(t, dir, Options{})
-	if f := formatOf(t, j); f != "3" {
-		t.Fatalf("m/format = %q after a writable open, want 3", f)
+	if f := formatOf(t, j); f != strconv.Itoa(storeFormat) {
+		t.Fatalf("m/format = %q after a writable open, want %d", f, storeFormat)
 	}
 	checkRecords(t, j, head)
 	base := blobOf(strings.Repeat("0123456789abcdef", 400))
@@ -94,7 +95,7 @@ func TestUpgradeFormat2(t *testing.T) {
 		t.Fatalf("a %d-byte blob one byte off its base is stored in %d bytes, want a small delta", len(next), size)
 	}
 	j.Close()
-	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != 3 {
+	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != storeFormat {
 		t.Fatalf("manifest after the upgrade: %+v, %v", m, err)
 	}
 	j = openT(t, dir, Options{})

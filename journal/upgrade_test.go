@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -102,8 +103,8 @@ func TestUpgradeFormat1(t *testing.T) {
 	checkRecords(t, j, 22)
 	err = j.DB().View(func(txn *badger.Txn) error {
 		v, err := getValue(txn, keyFormat)
-		if err == nil && string(v) != "3" {
-			t.Errorf("m/format = %q after the upgrade, want 3", v)
+		if err == nil && string(v) != strconv.Itoa(storeFormat) {
+			t.Errorf("m/format = %q after the upgrade, want %d", v, storeFormat)
 		}
 		return err
 	})
@@ -114,7 +115,7 @@ func TestUpgradeFormat1(t *testing.T) {
 		t.Fatalf("no log after the upgrade: %v", err)
 	}
 	j.Close()
-	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != 3 {
+	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != storeFormat {
 		t.Fatalf("manifest after the upgrade: %+v, %v", m, err)
 	}
 }

@@ -22,6 +22,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
+
+	"github.com/reynfs/reynfs/journal"
 )
 
 // Core tests (issue 2: crash safety of fsync'd data, bad input to mount,
@@ -320,7 +322,8 @@ func TestMountBadInput(t *testing.T) {
 			}
 			writeFile(t, filepath.Join(db, "notes.txt"), []byte("somebody else's file"), 0o644)
 		}},
-		{"format", "store format version 4, this reynfs reads 3", true, func(s string) { coreSetFormat(t, s, "4") }},
+		{"format", fmt.Sprintf("store format version %d, this reynfs reads %d", journal.StoreFormat+1, journal.StoreFormat), true,
+			func(s string) { coreSetFormat(t, s, strconv.Itoa(journal.StoreFormat+1)) }},
 		{"format-nan", "corrupt", true, func(s string) { coreSetFormat(t, s, "x") }},
 	} {
 		st := corrupt(c.name, c.damage)

@@ -30,6 +30,7 @@ var kinds = []string{kindChunk, kindFile, kindDir, kindOther, kindUnknown}
 // object is one stored object in the order a log would have written it:
 // generation by generation, each generation's new objects in tree order.
 type object struct {
+	h    cas.Hash
 	kind string
 	gen  int // index of the first generation that reaches it (len(generations) if none)
 	data []byte
@@ -68,6 +69,8 @@ func prefixName(k []byte) string {
 		return "p restore index"
 	case cas.KeyPrefix:
 		return "o objects"
+	case 'l':
+		return "l object index"
 	}
 	return fmt.Sprintf("%q other", k[:1])
 }
@@ -153,7 +156,7 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 			if err != nil {
 				return nil, 0, fmt.Errorf("walk generations: object %s: %w", h.Short(), err)
 			}
-			o := object{kind: kindFile, gen: gi, data: data, prev: lastInode[in.Ino], hash: 32 * (len(in.Chunks) + len(in.Entries))}
+			o := object{h: h, kind: kindFile, gen: gi, data: data, prev: lastInode[in.Ino], hash: 32 * (len(in.Chunks) + len(in.Entries))}
 			if o.prev != nil {
 				inoDepth[in.Ino]++
 				o.depth = inoDepth[in.Ino]
@@ -174,7 +177,7 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 				}
 				if !seen[c] {
 					seen[c] = true
-					o := object{kind: kindChunk, gen: gi, data: cd, prev: lastChunk[s]}
+					o := object{h: c, kind: kindChunk, gen: gi, data: cd, prev: lastChunk[s]}
 					if o.prev != nil {
 						slotDepth[s]++
 						o.depth = slotDepth[s]
@@ -198,7 +201,7 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 		if err != nil {
 			return err
 		}
-		o := object{kind: kindOther, gen: len(roots), data: data}
+		o := object{h: h, kind: kindOther, gen: len(roots), data: data}
 		if _, err := cas.DecodeInode(data); err == nil {
 			o.kind = kindUnknown
 		}
@@ -215,7 +218,7 @@ func loadObjects(j *journal.Journal) ([]object, int, error) {
 // size and the disk they occupy (sparse or preallocated files differ).
 func fileSizes(w io.Writer, dir string) error {
 	var paths []string
-	for _, d := range []string{dir, filepath.Join(dir, "db")} {
+	for _, d := range []string{dir, filepath.Join(dir, "db"), journal.LogPath(filepath.Join(dir, "db"))} {
 		ents, err := os.ReadDir(d)
 		if err != nil {
 			if d != dir && os.IsNotExist(err) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/journal"
 )
 
@@ -94,9 +95,19 @@ func runStore(w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "| **total** | %d | %d | %d (%s) |\n\n", tk, tb, tv, mib(tv))
 
+	tableTable(w, j.DB())
 	objs, gens, err := loadObjects(j)
 	if err != nil {
 		return err
+	}
+	if j.Objects().Logged() {
+		kindOf := make(map[cas.Hash]string, len(objs))
+		for _, o := range objs {
+			kindOf[o.h] = o.kind
+		}
+		if err := logTable(w, db, kindOf); err != nil {
+			return err
+		}
 	}
 	c, err := newCompressor()
 	if err != nil {
