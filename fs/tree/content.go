@@ -3,7 +3,10 @@ package tree
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/journal"
@@ -98,12 +101,20 @@ func (t *Tree) pendingChunkFrom(n *Node, idx, length uint64, pre Prefetched) ([]
 				return nil, err
 			}
 		}
-		b = make([]byte, len(cur), max(uint64(len(cur)), length))
-		copy(b, cur)
+		if uint64(len(cur)) >= length {
+			// A copy of the stored chunk, not make and copy: the
+			// buffer is not cleared first (a random write's
+			// read-modify-write of a whole chunk).
+			b = append([]byte(nil), cur...)
+		} else {
+			b = make([]byte, len(cur), length)
+			copy(b, cur)
+		}
 		if n.pending == nil {
 			n.pending = map[uint64][]byte{}
 		}
 	}
+	t.unsum(n, idx) // the caller writes into b
 	if uint64(len(b)) < length {
 		if uint64(cap(b)) < length {
 			// Grow by doubling up to a chunk: a small file's write does
@@ -123,9 +134,100 @@ func (t *Tree) WriteAt(n *Node, p []byte, off uint64, now int64) error {
 	return t.WriteAtFrom(n, p, off, now, nil)
 }
 
-// WriteAtFrom is WriteAt that takes the stored chunks it must read from
-// pre where it can (see Prefetch).
-func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre Prefetched) error {
+// Prepared is what a write works out before it takes the live lock: the
+// stored chunks its read-modify-write needs (Old) and the hashes of the
+// whole chunk slots p covers (Sums, see HashWhole), so that neither a
+// store read nor hashing runs while every other request waits.
+type Prepared struct {
+	Old Prefetched
+	// At is the offset Sums were computed for: a write that lands
+	// elsewhere (an append that lost a race for the end) ignores them.
+	At   uint64
+	Sums []cas.Hash
+}
+
+// HashWhole returns the hashes of the whole chunk slots that p written at
+// off covers, in order (the zero hash for an all-zero chunk, which Flush
+// makes a hole), or nil when it covers none. The work is shared among the
+// CPUs when there is enough of it.
+func HashWhole(p []byte, off uint64) []cas.Hash {
+	skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
+	if uint64(len(p)) < skip+cas.ChunkSize {
+		return nil
+	}
+	bufs := make([][]byte, 0, (uint64(len(p))-skip)/cas.ChunkSize)
+	for at := skip; at+cas.ChunkSize <= uint64(len(p)); at += cas.ChunkSize {
+		bufs = append(bufs, p[at:at+cas.ChunkSize])
+	}
+	out := make([]cas.Hash, len(bufs))
+	sumAll(bufs, out, true)
+	return out
+}
+
+// sumAll sets out[i] to the hash of bufs[i] (with zeros set, the zero hash
+// for an all-zero buffer), on up to GOMAXPROCS goroutines when there is at
+// least two chunks' worth: a flush of a 1 MiB write hashes 16 chunks.
+func sumAll(bufs [][]byte, out []cas.Hash, zeros bool) {
+	one := func(i int) {
+		if zeros && allZero(bufs[i]) {
+			out[i] = cas.Hash{}
+			return
+		}
+		out[i] = cas.Sum(bufs[i])
+	}
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(bufs), maxSumWorkers)
+	if workers < 2 || total < 2*cas.ChunkSize {
+		for i := range bufs {
+			one(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1) - 1); i < len(bufs); i = int(next.Add(1) - 1) {
+			one(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// maxSumWorkers bounds the goroutines one hashing job uses.
+const maxSumWorkers = 8
+
+// sum notes h as the hash of n's pending chunk idx, whose buffer holds
+// exactly the bytes hashed; unsum forgets it before the buffer changes.
+// Every change of a pending buffer goes through pendingChunkFrom, Truncate,
+// ZeroRange or WriteAtFrom, which keep the two in step.
+func (t *Tree) sum(n *Node, idx uint64, h cas.Hash) {
+	if t.sums == nil {
+		t.sums = map[*Node]map[uint64]cas.Hash{}
+	}
+	m := t.sums[n]
+	if m == nil {
+		m = map[uint64]cas.Hash{}
+		t.sums[n] = m
+	}
+	m[idx] = h
+}
+
+func (t *Tree) unsum(n *Node, idx uint64) {
+	if m := t.sums[n]; m != nil {
+		delete(m, idx)
+	}
+}
+
+// WriteAtFrom is WriteAt that takes what the caller prepared before its
+// lock where it still holds (see Prepared); pre may be nil.
+func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepared) error {
 	if !n.IsReg() {
 		return ErrInvalid
 	}
@@ -136,6 +238,15 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre Prefetc
 	if end > MaxWriteSize || end < off {
 		return ErrFileTooBig
 	}
+	var old Prefetched
+	var sums []cas.Hash
+	if pre != nil {
+		old = pre.Old
+		if pre.At == off {
+			sums = pre.Sums
+		}
+	}
+	whole := 0 // whole slots passed so far: sums' index
 	for done := 0; done < len(p); {
 		pos := off + uint64(done)
 		idx, in := pos/cas.ChunkSize, pos%cas.ChunkSize
@@ -150,11 +261,21 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre Prefetc
 				// A copy, not make and copy: the buffer is not
 				// cleared first (a sequential write's chunks).
 				n.pending[idx] = bytes.Clone(p[done : done+int(want)])
-				done += int(want)
-				continue
+			} else {
+				copy(b[:cas.ChunkSize], p[done:done+int(want)])
+				n.pending[idx] = b[:cas.ChunkSize]
 			}
+			// The buffer now holds exactly the bytes hashed.
+			if whole < len(sums) {
+				t.sum(n, idx, sums[whole])
+			} else {
+				t.unsum(n, idx)
+			}
+			whole++
+			done += int(want)
+			continue
 		}
-		b, err := t.pendingChunkFrom(n, idx, in+want, pre)
+		b, err := t.pendingChunkFrom(n, idx, in+want, old)
 		if err != nil {
 			return err
 		}
@@ -207,6 +328,7 @@ func (t *Tree) Truncate(n *Node, size uint64, now int64) error {
 		for idx := range n.pending {
 			if idx >= count {
 				delete(n.pending, idx)
+				t.unsum(n, idx)
 			}
 		}
 		// Committed chunks past the cut become pending holes, so that
@@ -251,6 +373,7 @@ func (t *Tree) ZeroRange(n *Node, off, length uint64, now int64) error {
 			// file's punch costs no memory per slot.
 		} else if in == 0 && (want == cas.ChunkSize || pos+want == n.Size) {
 			n.pending[idx] = nil // a hole
+			t.unsum(n, idx)
 		} else {
 			b, err := t.pendingChunk(n, idx, 0)
 			if err != nil {
@@ -294,25 +417,57 @@ const minSlotBytes = 4 << 10
 // all-zero chunk becomes a hole; runs of holes become hole ranges, so a
 // punch-hole of any length is a record of a few bytes. kind is one of
 // journal.Data*.
+//
+// A whole chunk a write hashed before it took the lock (Prepared.Sums)
+// is not hashed again; the others are hashed here, on several CPUs when
+// there are several: the caller holds the live lock meanwhile.
 func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 	r := &journal.Record{Op: journal.OpData, Ino: n.Ino, Size: n.Size, Kind: kind, Mtime: n.Mtime}
-	var blobs []cas.Blob
 	count := chunkCount(n.Size)
-	for _, idx := range sortedIdx(n.pending) {
+	idxs := sortedIdx(n.pending)
+	bufs := make([][]byte, 0, len(idxs))
+	sums := make([]cas.Hash, 0, len(idxs))
+	var todo [][]byte // the buffers still to hash, and where their hashes go
+	var at []int
+	known := t.sums[n]
+	for _, idx := range idxs {
 		if idx >= count {
 			continue
 		}
 		b := n.pending[idx]
 		b = b[:min(uint64(len(b)), chunkLen(n.Size, idx))]
-		if allZero(b) {
-			if k := len(r.Holes) - 1; k >= 0 && r.Holes[k].Start+r.Holes[k].Count == idx {
-				r.Holes[k].Count++
+		bufs = append(bufs, b)
+		if h, ok := known[idx]; ok && len(b) == cas.ChunkSize {
+			sums = append(sums, h)
+			continue
+		}
+		sums = append(sums, cas.Hash{})
+		todo = append(todo, b)
+		at = append(at, len(sums)-1)
+	}
+	if len(todo) > 0 {
+		hs := make([]cas.Hash, len(todo))
+		sumAll(todo, hs, true)
+		for i, h := range hs {
+			sums[at[i]] = h
+		}
+	}
+	var blobs []cas.Blob
+	k := 0
+	for _, idx := range idxs {
+		if idx >= count {
+			continue
+		}
+		b, h := bufs[k], sums[k]
+		k++
+		if h.IsZero() { // all zeros
+			if j := len(r.Holes) - 1; j >= 0 && r.Holes[j].Start+r.Holes[j].Count == idx {
+				r.Holes[j].Count++
 			} else {
 				r.Holes = append(r.Holes, journal.HoleRange{Start: idx, Count: 1})
 			}
 			continue
 		}
-		h := cas.Sum(b)
 		blobs = append(blobs, cas.Blob{Hash: h, Data: b})
 		r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: h})
 	}
@@ -334,6 +489,10 @@ func (n *Node) punch(hs []journal.HoleRange) {
 
 // ClearPending drops the pending buffers once their record is applied.
 func (n *Node) ClearPending() { n.pending = nil }
+
+// dropSums forgets the hashes noted for n's pending chunks (see sum),
+// when its buffers are dropped.
+func (t *Tree) dropSums(n *Node) { delete(t.sums, n) }
 
 var zeroChunk [cas.ChunkSize]byte
 

@@ -1,0 +1,192 @@
+package tree
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
+)
+
+// checkFlush builds n's flush record without committing it and checks what
+// the hashes computed before the lock (Prepared.Sums) must never change:
+// every blob is named by the hash of its bytes, every hole is all zeros.
+func checkFlush(t *testing.T, l *Live, ino uint64) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.t.nodes[ino]
+	if !n.Dirty() {
+		return
+	}
+	r, blobs := l.t.Flush(n, journal.DataWrite)
+	for _, b := range blobs {
+		if got := cas.Sum(b.Data); got != b.Hash {
+			t.Fatalf("flush names a chunk %s whose bytes hash to %s", b.Hash.Short(), got.Short())
+		}
+	}
+	for _, h := range r.Holes {
+		for idx := h.Start; idx < h.Start+h.Count; idx++ {
+			if b := n.pending[idx]; !allZero(b) {
+				t.Fatalf("flush makes chunk %d a hole, but its buffer holds data", idx)
+			}
+		}
+	}
+}
+
+// TestPreparedSumsFollowTheBuffers mixes whole-chunk writes (hashed before
+// the lock) with the writes, truncates and hole punches that change a
+// pending buffer afterwards: a flush must never journal a stale hash, and
+// the file must read back as a plain byte model says, also after replay.
+func TestPreparedSumsFollowTheBuffers(t *testing.T) {
+	l, j := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := st.Ino
+	const span = 8 * cas.ChunkSize
+	var model []byte
+	rng := rand.New(rand.NewPCG(7, 11))
+	fill := func(n int) []byte {
+		p := make([]byte, n)
+		switch rng.IntN(4) {
+		case 0: // zeros: a hole when whole
+		case 1: // one repeated byte: a chunk that dedups
+			for i := range p {
+				p[i] = 'x'
+			}
+		default:
+			for i := range p {
+				p[i] = byte(rng.Uint32())
+			}
+		}
+		return p
+	}
+	for step := range 400 {
+		switch op := rng.IntN(10); {
+		case op < 4: // whole chunks, aligned
+			k := 1 + rng.IntN(3)
+			off := uint64(rng.IntN(span/cas.ChunkSize-k+1)) * cas.ChunkSize
+			p := fill(k * cas.ChunkSize)
+			if _, err := l.WriteAt(testCaller, ino, NoHandle, p, off, false); err != nil {
+				t.Fatal(err)
+			}
+			model = writeModel(model, p, off)
+		case op < 6: // partial, into or across chunks
+			off := uint64(rng.IntN(span))
+			p := fill(1 + rng.IntN(3*cas.ChunkSize/2))
+			if _, err := l.WriteAt(testCaller, ino, NoHandle, p, off, false); err != nil {
+				t.Fatal(err)
+			}
+			model = writeModel(model, p, off)
+		case op < 7: // append, whole chunks when the end is aligned
+			p := fill(cas.ChunkSize * (1 + rng.IntN(2)))
+			if _, err := l.WriteAt(testCaller, ino, NoHandle, p, 0, true); err != nil {
+				t.Fatal(err)
+			}
+			model = writeModel(model, p, uint64(len(model)))
+		case op < 8:
+			size := uint64(rng.IntN(span))
+			if rng.IntN(2) == 0 { // ftruncate: journaled at once
+				if _, err := l.SetAttr(testCaller, ino, SetAttrIn{Valid: SetSize, Size: size}); err != nil {
+					t.Fatal(err)
+				}
+			} else { // as a truncate does before its flush: the buffers stay pending
+				l.mu.Lock()
+				n := l.t.nodes[ino]
+				err := l.t.Truncate(n, size, rootTime)
+				l.markPending(testCaller, n)
+				l.mu.Unlock()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			model = truncModel(model, size)
+		case op < 9:
+			off, length := uint64(rng.IntN(span)), uint64(rng.IntN(2*cas.ChunkSize))
+			if err := l.Fallocate(testCaller, ino, NoHandle, FallocPunchHole|FallocKeepSize, off, length); err != nil {
+				t.Fatal(err)
+			}
+			for i := off; i < min(off+length, uint64(len(model))); i++ {
+				model[i] = 0
+			}
+		default:
+			if err := l.Flush(testCaller, ino); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkFlush(t, l, ino)
+		got := make([]byte, span*2)
+		k, err := l.ReadAt(ino, got, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:k], model) {
+			t.Fatalf("step %d: file differs from the model (%d bytes, want %d)", step, k, len(model))
+		}
+	}
+	if err := l.Fsync(testCaller, ino); err != nil {
+		t.Fatal(err)
+	}
+	tr := replay(t, j)
+	got := make([]byte, span*2)
+	k, err := tr.ReadAt(tr.Node(ino), got, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[:k], model) {
+		t.Fatalf("replayed file differs from the model (%d bytes, want %d)", k, len(model))
+	}
+}
+
+func writeModel(m, p []byte, off uint64) []byte {
+	if end := off + uint64(len(p)); end > uint64(len(m)) {
+		m = append(m, make([]byte, end-uint64(len(m)))...)
+	}
+	copy(m[off:], p)
+	return m
+}
+
+func truncModel(m []byte, size uint64) []byte {
+	if size <= uint64(len(m)) {
+		return m[:size]
+	}
+	return append(m, make([]byte, size-uint64(len(m)))...)
+}
+
+// TestHashWhole: the hashes are those of the whole chunk slots p covers
+// at off, in order, and zero for all-zero slots.
+func TestHashWhole(t *testing.T) {
+	p := make([]byte, 5*cas.ChunkSize)
+	for i := range p {
+		p[i] = byte(i*7 + i/cas.ChunkSize)
+	}
+	clear(p[2*cas.ChunkSize+100 : 3*cas.ChunkSize+100]) // the third slot at off 100 is zeros
+	for _, off := range []uint64{0, 100, cas.ChunkSize - 1, cas.ChunkSize} {
+		got := HashWhole(p, off)
+		skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
+		var want []cas.Hash
+		for at := skip; at+cas.ChunkSize <= uint64(len(p)); at += cas.ChunkSize {
+			b := p[at : at+cas.ChunkSize]
+			if allZero(b) {
+				want = append(want, cas.Hash{})
+			} else {
+				want = append(want, cas.Sum(b))
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("off %d: %d hashes, want %d", off, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("off %d: hash %d is %s, want %s", off, i, got[i].Short(), want[i].Short())
+			}
+		}
+	}
+	if HashWhole(p[:cas.ChunkSize], 1) != nil {
+		t.Fatal("a write covering no whole slot has hashes")
+	}
+}
