@@ -143,14 +143,21 @@ type Prepared struct {
 	// At is the offset Sums were computed for: a write that lands
 	// elsewhere (an append that lost a race for the end) ignores them.
 	At   uint64
-	Sums []cas.Hash
+	Sums []ChunkSum
 }
 
-// HashWhole returns the hashes of the whole chunk slots that p written at
-// off covers, in order (the zero hash for an all-zero chunk, which Flush
-// makes a hole), or nil when it covers none. The work is shared among the
-// CPUs when there is enough of it.
-func HashWhole(p []byte, off uint64) []cas.Hash {
+// ChunkSum is what a flush needs to know of a whole chunk buffer: its
+// hash (zero when the chunk is all zeros, a hole) and whether its bytes
+// look incompressible (cas.Incompressible, passed on as Blob.Raw).
+type ChunkSum struct {
+	Hash cas.Hash
+	Raw  bool
+}
+
+// HashWhole returns the sums of the whole chunk slots that p written at
+// off covers, in order, or nil when it covers none. The work is shared
+// among the CPUs when there is enough of it.
+func HashWhole(p []byte, off uint64) []ChunkSum {
 	skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
 	if uint64(len(p)) < skip+cas.ChunkSize {
 		return nil
@@ -159,21 +166,21 @@ func HashWhole(p []byte, off uint64) []cas.Hash {
 	for at := skip; at+cas.ChunkSize <= uint64(len(p)); at += cas.ChunkSize {
 		bufs = append(bufs, p[at:at+cas.ChunkSize])
 	}
-	out := make([]cas.Hash, len(bufs))
-	sumAll(bufs, out, true)
+	out := make([]ChunkSum, len(bufs))
+	sumAll(bufs, out)
 	return out
 }
 
-// sumAll sets out[i] to the hash of bufs[i] (with zeros set, the zero hash
-// for an all-zero buffer), on up to GOMAXPROCS goroutines when there is at
-// least two chunks' worth: a flush of a 1 MiB write hashes 16 chunks.
-func sumAll(bufs [][]byte, out []cas.Hash, zeros bool) {
+// sumAll sets out[i] to the sum of bufs[i], on up to GOMAXPROCS goroutines
+// when there is at least two chunks' worth: a flush of a 1 MiB write
+// hashes 16 chunks.
+func sumAll(bufs [][]byte, out []ChunkSum) {
 	one := func(i int) {
-		if zeros && allZero(bufs[i]) {
-			out[i] = cas.Hash{}
+		if allZero(bufs[i]) {
+			out[i] = ChunkSum{}
 			return
 		}
-		out[i] = cas.Sum(bufs[i])
+		out[i] = ChunkSum{Hash: cas.Sum(bufs[i]), Raw: cas.Incompressible(bufs[i])}
 	}
 	total := 0
 	for _, b := range bufs {
@@ -207,13 +214,13 @@ const maxSumWorkers = 8
 // exactly the bytes hashed; unsum forgets it before the buffer changes.
 // Every change of a pending buffer goes through pendingChunkFrom, Truncate,
 // ZeroRange or WriteAtFrom, which keep the two in step.
-func (t *Tree) sum(n *Node, idx uint64, h cas.Hash) {
+func (t *Tree) sum(n *Node, idx uint64, h ChunkSum) {
 	if t.sums == nil {
-		t.sums = map[*Node]map[uint64]cas.Hash{}
+		t.sums = map[*Node]map[uint64]ChunkSum{}
 	}
 	m := t.sums[n]
 	if m == nil {
-		m = map[uint64]cas.Hash{}
+		m = map[uint64]ChunkSum{}
 		t.sums[n] = m
 	}
 	m[idx] = h
@@ -239,7 +246,7 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepar
 		return ErrFileTooBig
 	}
 	var old Prefetched
-	var sums []cas.Hash
+	var sums []ChunkSum
 	if pre != nil {
 		old = pre.Old
 		if pre.At == off {
@@ -426,7 +433,7 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 	count := chunkCount(n.Size)
 	idxs := sortedIdx(n.pending)
 	bufs := make([][]byte, 0, len(idxs))
-	sums := make([]cas.Hash, 0, len(idxs))
+	sums := make([]ChunkSum, 0, len(idxs))
 	var todo [][]byte // the buffers still to hash, and where their hashes go
 	var at []int
 	known := t.sums[n]
@@ -441,13 +448,13 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 			sums = append(sums, h)
 			continue
 		}
-		sums = append(sums, cas.Hash{})
+		sums = append(sums, ChunkSum{})
 		todo = append(todo, b)
 		at = append(at, len(sums)-1)
 	}
 	if len(todo) > 0 {
-		hs := make([]cas.Hash, len(todo))
-		sumAll(todo, hs, true)
+		hs := make([]ChunkSum, len(todo))
+		sumAll(todo, hs)
 		for i, h := range hs {
 			sums[at[i]] = h
 		}
@@ -458,9 +465,9 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		if idx >= count {
 			continue
 		}
-		b, h := bufs[k], sums[k]
+		b, sum := bufs[k], sums[k]
 		k++
-		if h.IsZero() { // all zeros
+		if sum.Hash.IsZero() { // all zeros
 			if j := len(r.Holes) - 1; j >= 0 && r.Holes[j].Start+r.Holes[j].Count == idx {
 				r.Holes[j].Count++
 			} else {
@@ -468,8 +475,8 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 			}
 			continue
 		}
-		blobs = append(blobs, cas.Blob{Hash: h, Data: b})
-		r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: h})
+		blobs = append(blobs, cas.Blob{Hash: sum.Hash, Data: b, Raw: sum.Raw})
+		r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: sum.Hash})
 	}
 	return r, blobs
 }

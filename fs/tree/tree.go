@@ -20,7 +20,7 @@ type Tree struct {
 
 	// sums: hashes of whole pending chunks computed before the live
 	// lock (content.go), by node and chunk index.
-	sums map[*Node]map[uint64]cas.Hash
+	sums map[*Node]map[uint64]ChunkSum
 }
 
 // New returns a tree holding only an empty root directory.

@@ -26,6 +26,9 @@ func checkFlush(t *testing.T, l *Live, ino uint64) {
 		if got := cas.Sum(b.Data); got != b.Hash {
 			t.Fatalf("flush names a chunk %s whose bytes hash to %s", b.Hash.Short(), got.Short())
 		}
+		if want := cas.Incompressible(b.Data); b.Raw != want {
+			t.Fatalf("chunk %s: Raw %v, but Incompressible says %v", b.Hash.Short(), b.Raw, want)
+		}
 	}
 	for _, h := range r.Holes {
 		for idx := h.Start; idx < h.Start+h.Count; idx++ {
@@ -168,13 +171,13 @@ func TestHashWhole(t *testing.T) {
 	for _, off := range []uint64{0, 100, cas.ChunkSize - 1, cas.ChunkSize} {
 		got := HashWhole(p, off)
 		skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
-		var want []cas.Hash
+		var want []ChunkSum
 		for at := skip; at+cas.ChunkSize <= uint64(len(p)); at += cas.ChunkSize {
 			b := p[at : at+cas.ChunkSize]
 			if allZero(b) {
-				want = append(want, cas.Hash{})
+				want = append(want, ChunkSum{})
 			} else {
-				want = append(want, cas.Sum(b))
+				want = append(want, ChunkSum{Hash: cas.Sum(b), Raw: cas.Incompressible(b)})
 			}
 		}
 		if len(got) != len(want) {
@@ -182,7 +185,7 @@ func TestHashWhole(t *testing.T) {
 		}
 		for i := range want {
 			if got[i] != want[i] {
-				t.Fatalf("off %d: hash %d is %s, want %s", off, i, got[i].Short(), want[i].Short())
+				t.Fatalf("off %d: sum %d is %v, want %v", off, i, got[i], want[i])
 			}
 		}
 	}
