@@ -402,7 +402,7 @@ func (n *Node) Dirty() bool { return n.pending != nil }
 
 // PendingBytes returns how much written data waits in memory. Each data
 // buffer counts at least minSlotBytes, so that the flush it triggers at
-// FileFlushBytes bounds the number of chunk entries in one record too
+// FileBufferBytes bounds the number of chunk entries in one record too
 // (1-byte writes 64 KiB apart would otherwise gather a million entries, a
 // record the journal refuses).
 func (n *Node) PendingBytes() int {

@@ -21,8 +21,8 @@ func (l *Live) ReadAt(ino uint64, p []byte, off uint64) (int, error) {
 }
 
 // WriteAt writes p at off into the file's write buffer; the buffer is
-// journaled once it is large (FileFlushBytes), on fsync, on close, and by
-// the periodic FlushAll.
+// journaled once FileFlushBytes were written into it or its chunk buffers
+// hold FileBufferBytes, on fsync, on close, and by the periodic FlushAll.
 // With appending set, off is ignored and p goes to the end of the file.
 // e is the epoch of the handle written through (see Epoch).
 func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appending bool) (int, error) {
@@ -52,7 +52,11 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 		return 0, err
 	}
 	l.markPending(c, n)
-	if n.PendingBytes() >= FileFlushBytes {
+	if l.written == nil {
+		l.written = map[uint64]int{}
+	}
+	l.written[n.Ino] += len(p)
+	if l.written[n.Ino] >= FileFlushBytes || n.counted >= FileBufferBytes {
 		if err := l.flush(c, n, journal.DataWrite); err != nil {
 			return 0, err
 		}
@@ -259,6 +263,7 @@ func (l *Live) dropPending(n *Node) {
 	n.counted = 0
 	delete(l.dirty, n.Ino)
 	delete(l.writers, n.Ino)
+	delete(l.written, n.Ino)
 	n.ClearPending()
 	l.t.dropSums(n)
 }

@@ -193,3 +193,56 @@ func TestHashWhole(t *testing.T) {
 		t.Fatal("a write covering no whole slot has hashes")
 	}
 }
+
+// TestScatteredSmallWritesGather: 4 KiB writes to distinct chunks are
+// journaled once the file's chunk buffers hold FileBufferBytes (they were
+// journaled every 16 writes, each as a whole chunk, when a touched chunk
+// counted as its buffer towards FileFlushBytes), and writes that land in
+// the same chunk again are journaled once FileFlushBytes were written.
+func TestScatteredSmallWritesGather(t *testing.T) {
+	l, j := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "db", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunks = 2 * FileBufferBytes / cas.ChunkSize
+	base := bytes.Repeat([]byte("page"), chunks*cas.ChunkSize/4)
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, base, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fsync(testCaller, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte{7}, 4096)
+	head := j.Head()
+	perFlush := FileBufferBytes / cas.ChunkSize
+	for i := range perFlush - 1 {
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, uint64(i)*cas.ChunkSize+100, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j.Head() != head {
+		t.Fatalf("%d writes to distinct chunks were journaled before their buffers held %d bytes", perFlush-1, FileBufferBytes)
+	}
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, uint64(perFlush-1)*cas.ChunkSize+100, false); err != nil {
+		t.Fatal(err)
+	}
+	if j.Head() != head+1 {
+		t.Fatalf("the write that filled %d bytes of buffers made %d records, want 1", FileBufferBytes, j.Head()-head)
+	}
+	head = j.Head()
+	for i := range FileFlushBytes/len(p) - 1 {
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, uint64(i%4)*4096, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j.Head() != head {
+		t.Fatalf("rewrites of one chunk were journaled before %d bytes were written", FileFlushBytes)
+	}
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if j.Head() != head+1 {
+		t.Fatalf("%d bytes written made %d records, want 1", FileFlushBytes, j.Head()-head)
+	}
+}
