@@ -135,14 +135,16 @@ func (t *Tree) WriteAt(n *Node, p []byte, off uint64, now int64) error {
 }
 
 // Prepared is what a write works out before it takes the live lock: the
-// stored chunks its read-modify-write needs (Old) and the hashes of the
-// whole chunk slots p covers (Sums, see HashWhole), so that neither a
-// store read nor hashing runs while every other request waits.
+// stored chunks its read-modify-write needs (Old), and for the whole chunk
+// slots p covers, their new buffers and sums (Bufs and Sums, see
+// WholeChunks), so that neither a store read nor the copying and hashing
+// of a sequential writer's chunks runs while every other request waits.
 type Prepared struct {
 	Old Prefetched
-	// At is the offset Sums were computed for: a write that lands
+	// At is the offset Bufs and Sums were made for: a write that lands
 	// elsewhere (an append that lost a race for the end) ignores them.
 	At   uint64
+	Bufs [][]byte
 	Sums []ChunkSum
 }
 
@@ -154,49 +156,50 @@ type ChunkSum struct {
 	Raw  bool
 }
 
-// HashWhole returns the sums of the whole chunk slots that p written at
-// off covers, in order, or nil when it covers none. The work is shared
-// among the CPUs when there is enough of it.
-func HashWhole(p []byte, off uint64) []ChunkSum {
+// WholeChunks copies each whole chunk slot that p written at off covers
+// into a buffer of its own and sums it, in order; both are nil when p
+// covers no whole slot. The work is shared among the CPUs when there is
+// enough of it, and each chunk is hashed right after its copy, while its
+// bytes are in the cache.
+func WholeChunks(p []byte, off uint64) ([][]byte, []ChunkSum) {
 	skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
 	if uint64(len(p)) < skip+cas.ChunkSize {
-		return nil
+		return nil, nil
 	}
-	bufs := make([][]byte, 0, (uint64(len(p))-skip)/cas.ChunkSize)
-	for at := skip; at+cas.ChunkSize <= uint64(len(p)); at += cas.ChunkSize {
-		bufs = append(bufs, p[at:at+cas.ChunkSize])
-	}
-	out := make([]ChunkSum, len(bufs))
-	sumAll(bufs, out)
-	return out
+	k := int((uint64(len(p)) - skip) / cas.ChunkSize)
+	bufs, sums := make([][]byte, k), make([]ChunkSum, k)
+	parallel(k, k*cas.ChunkSize, func(i int) {
+		at := skip + uint64(i)*cas.ChunkSize
+		// A copy, not make and copy: the buffer is not cleared first.
+		bufs[i] = bytes.Clone(p[at : at+cas.ChunkSize])
+		sums[i] = sumOf(bufs[i])
+	})
+	return bufs, sums
 }
 
-// sumAll sets out[i] to the sum of bufs[i], on up to GOMAXPROCS goroutines
-// when there is at least two chunks' worth: a flush of a 1 MiB write
-// hashes 16 chunks.
-func sumAll(bufs [][]byte, out []ChunkSum) {
-	one := func(i int) {
-		if allZero(bufs[i]) {
-			out[i] = ChunkSum{}
-			return
-		}
-		out[i] = ChunkSum{Hash: cas.Sum(bufs[i]), Raw: cas.Incompressible(bufs[i])}
+// sumOf sums one chunk buffer (see ChunkSum).
+func sumOf(b []byte) ChunkSum {
+	if allZero(b) {
+		return ChunkSum{}
 	}
-	total := 0
-	for _, b := range bufs {
-		total += len(b)
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(bufs), maxSumWorkers)
-	if workers < 2 || total < 2*cas.ChunkSize {
-		for i := range bufs {
-			one(i)
+	return ChunkSum{Hash: cas.Sum(b), Raw: cas.Incompressible(b)}
+}
+
+// parallel calls fn(0) ... fn(n-1), on up to GOMAXPROCS goroutines when
+// the work covers at least two chunks' worth of bytes: a flush of a 1 MiB
+// write hashes 16 chunks.
+func parallel(n, bytes int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n, maxSumWorkers)
+	if workers < 2 || bytes < 2*cas.ChunkSize {
+		for i := range n {
+			fn(i)
 		}
 		return
 	}
 	var next atomic.Int64
 	work := func() {
-		for i := int(next.Add(1) - 1); i < len(bufs); i = int(next.Add(1) - 1) {
-			one(i)
+		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			fn(i)
 		}
 	}
 	var wg sync.WaitGroup
@@ -246,14 +249,15 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepar
 		return ErrFileTooBig
 	}
 	var old Prefetched
+	var bufs [][]byte
 	var sums []ChunkSum
 	if pre != nil {
 		old = pre.Old
-		if pre.At == off {
-			sums = pre.Sums
+		if pre.At == off && len(pre.Bufs) == len(pre.Sums) {
+			bufs, sums = pre.Bufs, pre.Sums
 		}
 	}
-	whole := 0 // whole slots passed so far: sums' index
+	whole := 0 // whole slots passed so far: the index in bufs and sums
 	for done := 0; done < len(p); {
 		pos := off + uint64(done)
 		idx, in := pos/cas.ChunkSize, pos%cas.ChunkSize
@@ -261,21 +265,23 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepar
 		if in == 0 && want == cas.ChunkSize {
 			// The whole slot is overwritten: its stored bytes would
 			// be read only to be replaced.
-			if b, pend := n.pending[idx]; !pend || cap(b) < cas.ChunkSize {
-				if n.pending == nil {
-					n.pending = map[uint64][]byte{}
-				}
-				// A copy, not make and copy: the buffer is not
-				// cleared first (a sequential write's chunks).
-				n.pending[idx] = bytes.Clone(p[done : done+int(want)])
-			} else {
-				copy(b[:cas.ChunkSize], p[done:done+int(want)])
-				n.pending[idx] = b[:cas.ChunkSize]
+			if n.pending == nil {
+				n.pending = map[uint64][]byte{}
 			}
-			// The buffer now holds exactly the bytes hashed.
-			if whole < len(sums) {
+			if whole < len(bufs) {
+				// The copy made before the lock, which holds
+				// exactly the bytes summed.
+				n.pending[idx] = bufs[whole]
 				t.sum(n, idx, sums[whole])
 			} else {
+				if b, pend := n.pending[idx]; !pend || cap(b) < cas.ChunkSize {
+					// A copy, not make and copy: the buffer is
+					// not cleared first.
+					n.pending[idx] = bytes.Clone(p[done : done+int(want)])
+				} else {
+					copy(b[:cas.ChunkSize], p[done:done+int(want)])
+					n.pending[idx] = b[:cas.ChunkSize]
+				}
 				t.unsum(n, idx)
 			}
 			whole++
@@ -425,7 +431,7 @@ const minSlotBytes = 4 << 10
 // punch-hole of any length is a record of a few bytes. kind is one of
 // journal.Data*.
 //
-// A whole chunk a write hashed before it took the lock (Prepared.Sums)
+// A whole chunk a write summed before it took the lock (Prepared.Sums)
 // is not hashed again; the others are hashed here, on several CPUs when
 // there are several: the caller holds the live lock meanwhile.
 func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
@@ -452,13 +458,7 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		todo = append(todo, b)
 		at = append(at, len(sums)-1)
 	}
-	if len(todo) > 0 {
-		hs := make([]ChunkSum, len(todo))
-		sumAll(todo, hs)
-		for i, h := range hs {
-			sums[at[i]] = h
-		}
-	}
+	parallel(len(todo), len(todo)*cas.ChunkSize, func(i int) { sums[at[i]] = sumOf(todo[i]) })
 	var blobs []cas.Blob
 	k := 0
 	for _, idx := range idxs {

@@ -72,13 +72,14 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 // prepare does what a write can before WriteAt takes the write lock, so
 // that it does not stall every other request meanwhile: it reads the
 // stored chunks the write will read-modify-write (Badger, a disk read on a
-// cold chunk, the hash check) and hashes the whole chunks p covers (a
-// sequential writer's 1 MiB is 16 of them, which the flush it triggers
-// would otherwise hash under the lock). Both are hints: WriteAt uses a
-// chunk only if its slot still names the same hash, and the hashes only
-// if the write lands at the offset they were computed for; it reads under
-// the lock whatever is missing (also after a read error here, which it
-// then reports) and Flush hashes what has no hash.
+// cold chunk, the hash check), and copies and hashes the whole chunks p
+// covers (a sequential writer's 1 MiB is 16 of them, which WriteAt would
+// otherwise copy and the flush it triggers hash under the lock). Both are
+// hints: WriteAt uses a chunk only if its slot still names the same hash,
+// and the copies and hashes only if the write lands at the offset they
+// were made for; it reads under the lock whatever is missing (also after
+// a read error here, which it then reports) and Flush hashes what has no
+// hash.
 func (l *Live) prepare(ino uint64, e Epoch, p []byte, off uint64, appending bool) *Prepared {
 	l.mu.RLock()
 	n, err := l.handleNode(ino, e)
@@ -99,7 +100,8 @@ func (l *Live) prepare(ino uint64, e Epoch, p []byte, off uint64, appending bool
 		}
 		old[idx] = cas.Blob{Hash: b.Hash, Data: data}
 	}
-	return &Prepared{Old: old, At: off, Sums: HashWhole(p, off)}
+	bufs, sums := WholeChunks(p, off)
+	return &Prepared{Old: old, At: off, Bufs: bufs, Sums: sums}
 }
 
 // Fallocate modes, as in fallocate(2).

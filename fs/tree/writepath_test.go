@@ -160,37 +160,40 @@ func truncModel(m []byte, size uint64) []byte {
 	return append(m, make([]byte, size-uint64(len(m)))...)
 }
 
-// TestHashWhole: the hashes are those of the whole chunk slots p covers
-// at off, in order, and zero for all-zero slots.
-func TestHashWhole(t *testing.T) {
+// TestWholeChunks: the buffers are copies of the whole chunk slots p
+// covers at off, in order, and the sums are theirs (zero for all zeros).
+func TestWholeChunks(t *testing.T) {
 	p := make([]byte, 5*cas.ChunkSize)
 	for i := range p {
 		p[i] = byte(i*7 + i/cas.ChunkSize)
 	}
 	clear(p[2*cas.ChunkSize+100 : 3*cas.ChunkSize+100]) // the third slot at off 100 is zeros
+	copy(p[4*cas.ChunkSize:], bytes.Repeat([]byte{1, 2, 3, 5, 8, 13, 21, 34}, cas.ChunkSize/8))
 	for _, off := range []uint64{0, 100, cas.ChunkSize - 1, cas.ChunkSize} {
-		got := HashWhole(p, off)
+		bufs, sums := WholeChunks(p, off)
 		skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
-		var want []ChunkSum
+		var want [][]byte
 		for at := skip; at+cas.ChunkSize <= uint64(len(p)); at += cas.ChunkSize {
-			b := p[at : at+cas.ChunkSize]
-			if allZero(b) {
-				want = append(want, ChunkSum{})
-			} else {
-				want = append(want, ChunkSum{Hash: cas.Sum(b), Raw: cas.Incompressible(b)})
+			want = append(want, p[at:at+cas.ChunkSize])
+		}
+		if len(bufs) != len(want) || len(sums) != len(want) {
+			t.Fatalf("off %d: %d buffers and %d sums, want %d", off, len(bufs), len(sums), len(want))
+		}
+		for i, w := range want {
+			if !bytes.Equal(bufs[i], w) || &bufs[i][0] == &w[0] {
+				t.Fatalf("off %d: buffer %d is not a copy of its slot", off, i)
 			}
-		}
-		if len(got) != len(want) {
-			t.Fatalf("off %d: %d hashes, want %d", off, len(got), len(want))
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("off %d: sum %d is %v, want %v", off, i, got[i], want[i])
+			ws := ChunkSum{}
+			if !allZero(w) {
+				ws = ChunkSum{Hash: cas.Sum(w), Raw: cas.Incompressible(w)}
+			}
+			if sums[i] != ws {
+				t.Fatalf("off %d: sum %d is %v, want %v", off, i, sums[i], ws)
 			}
 		}
 	}
-	if HashWhole(p[:cas.ChunkSize], 1) != nil {
-		t.Fatal("a write covering no whole slot has hashes")
+	if bufs, sums := WholeChunks(p[:cas.ChunkSize], 1); bufs != nil || sums != nil {
+		t.Fatal("a write covering no whole slot has buffers or sums")
 	}
 }
 
