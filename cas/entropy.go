@@ -53,6 +53,14 @@ func looksRandom(s []byte) bool {
 	return est > float64(len(s))*(1-maxRandomSaving)
 }
 
+// Incompressible reports what a commit's compressible would decide
+// first, without compressing anything: that data's sample looks random,
+// so zstd is not tried. A writer may judge its blobs itself and say so in
+// Blob.Raw (see there).
+func Incompressible(data []byte) bool {
+	return len(data) >= sampleSize && looksRandom(data[:sampleSize])
+}
+
 const (
 	// maxRandomSaving is the estimated saving under which zstd is not
 	// tried: under the eighth it must reach, with a margin for the

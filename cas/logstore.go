@@ -268,7 +268,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		}
 		s := stored{h: bl.Hash, raw: len(bl.Data), comp: compRaw, data: bl.Data}
 		isSmall := packing && len(bl.Data) <= packObjectMax
-		if !isSmall && len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
+		if !isSmall && !bl.Raw && len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
 			c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
 			if len(c) <= len(bl.Data)-len(bl.Data)/8 {
 				s.comp, s.data = compZstd, c

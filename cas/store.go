@@ -26,6 +26,11 @@ type Blob struct {
 	// cannot, or a Base it does not hold, stores Data whole. It never
 	// changes what Get returns.
 	Base Hash
+	// Raw: the writer found Data incompressible (Incompressible), so a
+	// store keeps it as it is without judging it again. The live tree
+	// judges its chunks on several CPUs while it hashes them, which takes
+	// the check off the journal's single committer.
+	Raw bool
 }
 
 // Store holds objects by hash. It is the seam for a second backend (object

@@ -3,7 +3,10 @@ package tree
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/journal"
@@ -98,12 +101,20 @@ func (t *Tree) pendingChunkFrom(n *Node, idx, length uint64, pre Prefetched) ([]
 				return nil, err
 			}
 		}
-		b = make([]byte, len(cur), max(uint64(len(cur)), length))
-		copy(b, cur)
+		if uint64(len(cur)) >= length {
+			// A copy of the stored chunk, not make and copy: the
+			// buffer is not cleared first (a random write's
+			// read-modify-write of a whole chunk).
+			b = append([]byte(nil), cur...)
+		} else {
+			b = make([]byte, len(cur), length)
+			copy(b, cur)
+		}
 		if n.pending == nil {
 			n.pending = map[uint64][]byte{}
 		}
 	}
+	t.unsum(n, idx) // the caller writes into b
 	if uint64(len(b)) < length {
 		if uint64(cap(b)) < length {
 			// Grow by doubling up to a chunk: a small file's write does
@@ -123,9 +134,110 @@ func (t *Tree) WriteAt(n *Node, p []byte, off uint64, now int64) error {
 	return t.WriteAtFrom(n, p, off, now, nil)
 }
 
-// WriteAtFrom is WriteAt that takes the stored chunks it must read from
-// pre where it can (see Prefetch).
-func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre Prefetched) error {
+// Prepared is what a write works out before it takes the live lock: the
+// stored chunks its read-modify-write needs (Old), and for the whole chunk
+// slots p covers, their new buffers and sums (Bufs and Sums, see
+// WholeChunks), so that neither a store read nor the copying and hashing
+// of a sequential writer's chunks runs while every other request waits.
+type Prepared struct {
+	Old Prefetched
+	// At is the offset Bufs and Sums were made for: a write that lands
+	// elsewhere (an append that lost a race for the end) ignores them.
+	At   uint64
+	Bufs [][]byte
+	Sums []ChunkSum
+}
+
+// ChunkSum is what a flush needs to know of a whole chunk buffer: its
+// hash (zero when the chunk is all zeros, a hole) and whether its bytes
+// look incompressible (cas.Incompressible, passed on as Blob.Raw).
+type ChunkSum struct {
+	Hash cas.Hash
+	Raw  bool
+}
+
+// WholeChunks copies each whole chunk slot that p written at off covers
+// into a buffer of its own and sums it, in order; both are nil when p
+// covers no whole slot. The work is shared among the CPUs when there is
+// enough of it, and each chunk is hashed right after its copy, while its
+// bytes are in the cache.
+func WholeChunks(p []byte, off uint64) ([][]byte, []ChunkSum) {
+	skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
+	if uint64(len(p)) < skip+cas.ChunkSize {
+		return nil, nil
+	}
+	k := int((uint64(len(p)) - skip) / cas.ChunkSize)
+	bufs, sums := make([][]byte, k), make([]ChunkSum, k)
+	parallel(k, k*cas.ChunkSize, func(i int) {
+		at := skip + uint64(i)*cas.ChunkSize
+		// A copy, not make and copy: the buffer is not cleared first.
+		bufs[i] = bytes.Clone(p[at : at+cas.ChunkSize])
+		sums[i] = sumOf(bufs[i])
+	})
+	return bufs, sums
+}
+
+// sumOf sums one chunk buffer (see ChunkSum).
+func sumOf(b []byte) ChunkSum {
+	if allZero(b) {
+		return ChunkSum{}
+	}
+	return ChunkSum{Hash: cas.Sum(b), Raw: cas.Incompressible(b)}
+}
+
+// parallel calls fn(0) ... fn(n-1), on up to GOMAXPROCS goroutines when
+// the work covers at least two chunks' worth of bytes: a flush of a 1 MiB
+// write hashes 16 chunks.
+func parallel(n, bytes int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n, maxSumWorkers)
+	if workers < 2 || bytes < 2*cas.ChunkSize {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			fn(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// maxSumWorkers bounds the goroutines one hashing job uses.
+const maxSumWorkers = 8
+
+// sum notes h as the hash of n's pending chunk idx, whose buffer holds
+// exactly the bytes hashed; unsum forgets it before the buffer changes.
+// Every change of a pending buffer goes through pendingChunkFrom, Truncate,
+// ZeroRange or WriteAtFrom, which keep the two in step.
+func (t *Tree) sum(n *Node, idx uint64, h ChunkSum) {
+	if t.sums == nil {
+		t.sums = map[*Node]map[uint64]ChunkSum{}
+	}
+	m := t.sums[n]
+	if m == nil {
+		m = map[uint64]ChunkSum{}
+		t.sums[n] = m
+	}
+	m[idx] = h
+}
+
+func (t *Tree) unsum(n *Node, idx uint64) {
+	if m := t.sums[n]; m != nil {
+		delete(m, idx)
+	}
+}
+
+// WriteAtFrom is WriteAt that takes what the caller prepared before its
+// lock where it still holds (see Prepared); pre may be nil.
+func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepared) error {
 	if !n.IsReg() {
 		return ErrInvalid
 	}
@@ -136,6 +248,16 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre Prefetc
 	if end > MaxWriteSize || end < off {
 		return ErrFileTooBig
 	}
+	var old Prefetched
+	var bufs [][]byte
+	var sums []ChunkSum
+	if pre != nil {
+		old = pre.Old
+		if pre.At == off && len(pre.Bufs) == len(pre.Sums) {
+			bufs, sums = pre.Bufs, pre.Sums
+		}
+	}
+	whole := 0 // whole slots passed so far: the index in bufs and sums
 	for done := 0; done < len(p); {
 		pos := off + uint64(done)
 		idx, in := pos/cas.ChunkSize, pos%cas.ChunkSize
@@ -143,18 +265,30 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre Prefetc
 		if in == 0 && want == cas.ChunkSize {
 			// The whole slot is overwritten: its stored bytes would
 			// be read only to be replaced.
-			if b, pend := n.pending[idx]; !pend || cap(b) < cas.ChunkSize {
-				if n.pending == nil {
-					n.pending = map[uint64][]byte{}
-				}
-				// A copy, not make and copy: the buffer is not
-				// cleared first (a sequential write's chunks).
-				n.pending[idx] = bytes.Clone(p[done : done+int(want)])
-				done += int(want)
-				continue
+			if n.pending == nil {
+				n.pending = map[uint64][]byte{}
 			}
+			if whole < len(bufs) {
+				// The copy made before the lock, which holds
+				// exactly the bytes summed.
+				n.pending[idx] = bufs[whole]
+				t.sum(n, idx, sums[whole])
+			} else {
+				if b, pend := n.pending[idx]; !pend || cap(b) < cas.ChunkSize {
+					// A copy, not make and copy: the buffer is
+					// not cleared first.
+					n.pending[idx] = bytes.Clone(p[done : done+int(want)])
+				} else {
+					copy(b[:cas.ChunkSize], p[done:done+int(want)])
+					n.pending[idx] = b[:cas.ChunkSize]
+				}
+				t.unsum(n, idx)
+			}
+			whole++
+			done += int(want)
+			continue
 		}
-		b, err := t.pendingChunkFrom(n, idx, in+want, pre)
+		b, err := t.pendingChunkFrom(n, idx, in+want, old)
 		if err != nil {
 			return err
 		}
@@ -207,6 +341,7 @@ func (t *Tree) Truncate(n *Node, size uint64, now int64) error {
 		for idx := range n.pending {
 			if idx >= count {
 				delete(n.pending, idx)
+				t.unsum(n, idx)
 			}
 		}
 		// Committed chunks past the cut become pending holes, so that
@@ -251,6 +386,7 @@ func (t *Tree) ZeroRange(n *Node, off, length uint64, now int64) error {
 			// file's punch costs no memory per slot.
 		} else if in == 0 && (want == cas.ChunkSize || pos+want == n.Size) {
 			n.pending[idx] = nil // a hole
+			t.unsum(n, idx)
 		} else {
 			b, err := t.pendingChunk(n, idx, 0)
 			if err != nil {
@@ -272,7 +408,7 @@ func (n *Node) Dirty() bool { return n.pending != nil }
 
 // PendingBytes returns how much written data waits in memory. Each data
 // buffer counts at least minSlotBytes, so that the flush it triggers at
-// FileFlushBytes bounds the number of chunk entries in one record too
+// FileBufferBytes bounds the number of chunk entries in one record too
 // (1-byte writes 64 KiB apart would otherwise gather a million entries, a
 // record the journal refuses).
 func (n *Node) PendingBytes() int {
@@ -294,27 +430,53 @@ const minSlotBytes = 4 << 10
 // all-zero chunk becomes a hole; runs of holes become hole ranges, so a
 // punch-hole of any length is a record of a few bytes. kind is one of
 // journal.Data*.
+//
+// A whole chunk a write summed before it took the lock (Prepared.Sums)
+// is not hashed again; the others are hashed here, on several CPUs when
+// there are several: the caller holds the live lock meanwhile.
 func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 	r := &journal.Record{Op: journal.OpData, Ino: n.Ino, Size: n.Size, Kind: kind, Mtime: n.Mtime}
-	var blobs []cas.Blob
 	count := chunkCount(n.Size)
-	for _, idx := range sortedIdx(n.pending) {
+	idxs := sortedIdx(n.pending)
+	bufs := make([][]byte, 0, len(idxs))
+	sums := make([]ChunkSum, 0, len(idxs))
+	var todo [][]byte // the buffers still to hash, and where their hashes go
+	var at []int
+	known := t.sums[n]
+	for _, idx := range idxs {
 		if idx >= count {
 			continue
 		}
 		b := n.pending[idx]
 		b = b[:min(uint64(len(b)), chunkLen(n.Size, idx))]
-		if allZero(b) {
-			if k := len(r.Holes) - 1; k >= 0 && r.Holes[k].Start+r.Holes[k].Count == idx {
-				r.Holes[k].Count++
+		bufs = append(bufs, b)
+		if h, ok := known[idx]; ok && len(b) == cas.ChunkSize {
+			sums = append(sums, h)
+			continue
+		}
+		sums = append(sums, ChunkSum{})
+		todo = append(todo, b)
+		at = append(at, len(sums)-1)
+	}
+	parallel(len(todo), len(todo)*cas.ChunkSize, func(i int) { sums[at[i]] = sumOf(todo[i]) })
+	var blobs []cas.Blob
+	k := 0
+	for _, idx := range idxs {
+		if idx >= count {
+			continue
+		}
+		b, sum := bufs[k], sums[k]
+		k++
+		if sum.Hash.IsZero() { // all zeros
+			if j := len(r.Holes) - 1; j >= 0 && r.Holes[j].Start+r.Holes[j].Count == idx {
+				r.Holes[j].Count++
 			} else {
 				r.Holes = append(r.Holes, journal.HoleRange{Start: idx, Count: 1})
 			}
 			continue
 		}
-		h := cas.Sum(b)
-		blobs = append(blobs, cas.Blob{Hash: h, Data: b})
-		r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: h})
+		blobs = append(blobs, cas.Blob{Hash: sum.Hash, Data: b, Raw: sum.Raw})
+		r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: sum.Hash})
 	}
 	return r, blobs
 }
@@ -334,6 +496,10 @@ func (n *Node) punch(hs []journal.HoleRange) {
 
 // ClearPending drops the pending buffers once their record is applied.
 func (n *Node) ClearPending() { n.pending = nil }
+
+// dropSums forgets the hashes noted for n's pending chunks (see sum),
+// when its buffers are dropped.
+func (t *Tree) dropSums(n *Node) { delete(t.sums, n) }
 
 var zeroChunk [cas.ChunkSize]byte
 

@@ -67,6 +67,7 @@ type Live struct {
 	refs    map[uint64]uint64
 	dirty   map[uint64]*Node  // files with pending data
 	writers map[uint64]Caller // who last wrote each dirty file's pending data
+	written map[uint64]int    // bytes written into each dirty file's buffers since its last flush
 	pending int               // bytes in pending buffers
 
 	epoch  Epoch // counts swaps; a handle opened before one is stale
@@ -82,10 +83,22 @@ type Live struct {
 	afterPlan  func() // tests: runs in ReadVec between the lock and the store reads
 }
 
-// Write buffering limits: a file's pending data is journaled once it holds
-// FileFlushBytes, and everything once all files together hold TotalFlushBytes.
+// Write buffering limits: a file's pending data is journaled once
+// FileFlushBytes were written into it, or once its chunk buffers hold
+// FileBufferBytes (counted by PendingBytes, each touched chunk at its
+// buffer's size), and everything once all files' buffers together hold
+// TotalFlushBytes.
+//
+// Counting what was written rather than the buffers lets small writes
+// scattered over a file gather in its buffers: fio's 4 KiB random writes
+// were journaled every 16 writes, each of a whole 64 KiB chunk, and in a
+// small file (a database) the chunks a later write lands in again are
+// now journaled once. A sequential writer fills whole chunks, so both
+// counts reach FileFlushBytes together. FileBufferBytes bounds what one
+// flush hashes under the live lock.
 const (
 	FileFlushBytes  = 1 << 20
+	FileBufferBytes = 4 << 20
 	TotalFlushBytes = 64 << 20
 	inoBlock        = 1 << 16
 )
@@ -142,6 +155,7 @@ func (l *Live) Swap(t *Tree) {
 	}
 	l.dirty = map[uint64]*Node{}
 	l.writers = map[uint64]Caller{}
+	l.written = nil
 	l.pending = 0
 }
 

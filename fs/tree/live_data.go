@@ -21,12 +21,12 @@ func (l *Live) ReadAt(ino uint64, p []byte, off uint64) (int, error) {
 }
 
 // WriteAt writes p at off into the file's write buffer; the buffer is
-// journaled once it is large (FileFlushBytes), on fsync, on close, and by
-// the periodic FlushAll.
+// journaled once FileFlushBytes were written into it or its chunk buffers
+// hold FileBufferBytes, on fsync, on close, and by the periodic FlushAll.
 // With appending set, off is ignored and p goes to the end of the file.
 // e is the epoch of the handle written through (see Epoch).
 func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appending bool) (int, error) {
-	pre := l.prefetch(ino, e, p, off, appending)
+	pre := l.prepare(ino, e, p, off, appending)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.failed != nil {
@@ -52,7 +52,11 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 		return 0, err
 	}
 	l.markPending(c, n)
-	if n.PendingBytes() >= FileFlushBytes {
+	if l.written == nil {
+		l.written = map[uint64]int{}
+	}
+	l.written[n.Ino] += len(p)
+	if l.written[n.Ino] >= FileFlushBytes || n.counted >= FileBufferBytes {
 		if err := l.flush(c, n, journal.DataWrite); err != nil {
 			return 0, err
 		}
@@ -65,13 +69,18 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	return len(p), nil
 }
 
-// prefetch reads the stored chunks a write will read-modify-write before
-// WriteAt takes the write lock, so that a store read (Badger, a disk read
-// on a cold chunk, the hash check) does not stall every other request
-// meanwhile. It is a hint: WriteAt uses a chunk only if its slot still
-// names the same hash, and reads under the lock whatever is missing (also
-// after a read error here, which it then reports).
-func (l *Live) prefetch(ino uint64, e Epoch, p []byte, off uint64, appending bool) Prefetched {
+// prepare does what a write can before WriteAt takes the write lock, so
+// that it does not stall every other request meanwhile: it reads the
+// stored chunks the write will read-modify-write (Badger, a disk read on a
+// cold chunk, the hash check), and copies and hashes the whole chunks p
+// covers (a sequential writer's 1 MiB is 16 of them, which WriteAt would
+// otherwise copy and the flush it triggers hash under the lock). Both are
+// hints: WriteAt uses a chunk only if its slot still names the same hash,
+// and the copies and hashes only if the write lands at the offset they
+// were made for; it reads under the lock whatever is missing (also after
+// a read error here, which it then reports) and Flush hashes what has no
+// hash.
+func (l *Live) prepare(ino uint64, e Epoch, p []byte, off uint64, appending bool) *Prepared {
 	l.mu.RLock()
 	n, err := l.handleNode(ino, e)
 	if err != nil {
@@ -81,17 +90,18 @@ func (l *Live) prefetch(ino uint64, e Epoch, p []byte, off uint64, appending boo
 	if appending {
 		off = n.Size
 	}
-	pre := l.t.ToRead(n, off, uint64(len(p)))
+	old := l.t.ToRead(n, off, uint64(len(p)))
 	l.mu.RUnlock()
-	for idx, b := range pre {
+	for idx, b := range old {
 		data, err := l.stage.Get(b.Hash)
 		if err != nil {
-			delete(pre, idx)
+			delete(old, idx)
 			continue
 		}
-		pre[idx] = cas.Blob{Hash: b.Hash, Data: data}
+		old[idx] = cas.Blob{Hash: b.Hash, Data: data}
 	}
-	return pre
+	bufs, sums := WholeChunks(p, off)
+	return &Prepared{Old: old, At: off, Bufs: bufs, Sums: sums}
 }
 
 // Fallocate modes, as in fallocate(2).
@@ -255,7 +265,9 @@ func (l *Live) dropPending(n *Node) {
 	n.counted = 0
 	delete(l.dirty, n.Ino)
 	delete(l.writers, n.Ino)
+	delete(l.written, n.Ino)
 	n.ClearPending()
+	l.t.dropSums(n)
 }
 
 // flush turns n's pending buffers into one OpData record, attributed to

@@ -177,7 +177,7 @@ func TestLiveScatteredWritesBoundRecords(t *testing.T) {
 		most = max(most, len(r.Chunks))
 		return nil
 	})
-	if limit := FileFlushBytes/minSlotBytes + 1; most > limit {
+	if limit := FileBufferBytes/minSlotBytes + 1; most > limit {
 		t.Errorf("a record holds %d chunk entries, want at most %d", most, limit)
 	}
 }

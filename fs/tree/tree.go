@@ -17,6 +17,10 @@ type Tree struct {
 	// OnDrop, if set, is called when an inode loses its last name. The
 	// live file system keeps such a node while it is still open.
 	OnDrop func(*Node)
+
+	// sums: hashes of whole pending chunks computed before the live
+	// lock (content.go), by node and chunk index.
+	sums map[*Node]map[uint64]ChunkSum
 }
 
 // New returns a tree holding only an empty root directory.
