@@ -9,7 +9,7 @@ import (
 
 // TestLimitMemoryFollowsLiveHeap: the limit rises to one and a half times
 // a live heap above the floor (a fixed limit below it made the collector
-// run without pause) and falls back to the floor once that heap is gone.
+// run without pause) and falls back once that heap is gone.
 func TestLimitMemoryFollowsLiveHeap(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	const floor = 8 << 20
@@ -18,18 +18,22 @@ func TestLimitMemoryFollowsLiveHeap(t *testing.T) {
 		stop()
 		debug.SetMemoryLimit(old)
 	})
-	if got := debug.SetMemoryLimit(-1); got != floor {
-		t.Fatalf("limit %d at start, want the floor %d", got, floor)
+	// The limit starts at the floor, or above it for what the package's
+	// other tests left live in this process (28 MB once, in CI's order).
+	runtime.GC()
+	base := debug.SetMemoryLimit(-1)
+	if base < floor {
+		t.Fatalf("limit %d at start, below the floor %d", base, floor)
 	}
 	live := make([][]byte, 96)
 	for i := range live {
 		live[i] = make([]byte, 1<<20)
 		live[i][0] = 1
 	}
-	waitLimit(t, "with 96 MiB live", func(l int64) bool { return l >= 96<<20*14/10 })
+	waitLimit(t, "with 96 MiB live", func(l int64) bool { return l >= base+96<<20*14/10 })
 	runtime.KeepAlive(live)
 	live = nil
-	waitLimit(t, "once the 96 MiB are garbage", func(l int64) bool { return l < 48<<20 })
+	waitLimit(t, "once the 96 MiB are garbage", func(l int64) bool { return l < base+48<<20 })
 }
 
 // waitLimit collects until the limit satisfies ok, for up to 10 s (the
