@@ -281,6 +281,7 @@ type reader struct {
 	used  int // buf[:used] holds the batch's chunks
 	blobs []cas.Blob
 	news  []cas.Blob // a fresh import's: the blobs no reader stored yet
+	ring  *uring     // nil: pread each file (Workers: 1, or no io_uring)
 }
 
 // hashSet is the set of objects a fresh import's readers stored.
@@ -319,8 +320,37 @@ func newReader(im *Importer, window int) *reader {
 // serve reads the queued jobs until the queue closes, then stores what
 // it holds. After a failure it only closes the jobs' descriptors.
 func (r *reader) serve(jobs <-chan *fileJob) {
+	// The ring reads into the batch's buffer: only with a store that
+	// takes batches.
+	if r.bp != nil {
+		r.ring, _ = newUring(uringBatch) // nil where io_uring is refused
+		defer func() {
+			if r.ring != nil {
+				r.ring.close()
+			}
+		}()
+	}
+	batch := make([]*fileJob, 0, uringBatch)
 	for j := range jobs {
-		r.safeRead(j)
+		if r.ring == nil {
+			r.safeRead(j)
+			continue
+		}
+		batch = append(batch[:0], j)
+	more:
+		for len(batch) < uringBatch {
+			select {
+			case j, ok := <-jobs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, j)
+			default:
+				break more
+			}
+		}
+		r.readBatch(batch)
+		clear(batch)
 	}
 	if r.p.ctx.Err() == nil {
 		defer r.p.recovered()
@@ -364,6 +394,7 @@ func (r *reader) put(b []byte) (cas.Hash, error) {
 // whose chunks it held were reported read already.
 func (r *reader) flush() error {
 	if len(r.blobs) == 0 {
+		r.used = 0 // slots of reads that failed, or of empty files
 		return nil
 	}
 	var err error
