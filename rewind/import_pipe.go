@@ -45,8 +45,9 @@ import (
 const importWindow = 16 << 20
 
 // jobQueue is how many files may wait for a reader (each holds an
-// O_PATH descriptor).
-const jobQueue = 64
+// O_PATH descriptor): enough for every reader to take a whole batch
+// (uringBatch).
+const jobQueue = 256
 
 // readersPerCPU is how many readers a CPU gets by default. A reader of a
 // tree that is not in the page cache (a first mount after a boot) waits
@@ -55,6 +56,14 @@ const jobQueue = 64
 // readers 9.6 s with the file data evicted; 12.7 s and 12.0 s cached
 // (medians of 2 under a load of 20: the hashing costs no more).
 const readersPerCPU = 4
+
+// ringReadersPerCPU is readersPerCPU where the readers have io_uring:
+// a reader then keeps a batch of reads in flight, not one, and more
+// readers only add threads that wait. Cold first mount of 100k small
+// files, 4 readers against 8: daemon CPU 6.9 and 6.6 s against 8.9 and
+// 6.6 s, batches of 37-55 files against 16-18 (load 7-9, so the wall
+// time said nothing).
+const ringReadersPerCPU = 2
 
 // stepBatch is how many steps the walker hands the applier at a time.
 const stepBatch = 256
@@ -158,6 +167,10 @@ func (im *Importer) run(walk func() error) error {
 	workers := im.Workers
 	if workers <= 0 {
 		workers = readersPerCPU * runtime.GOMAXPROCS(0)
+		if u, err := newUring(uringBatch); err == nil {
+			u.close()
+			workers = ringReadersPerCPU * runtime.GOMAXPROCS(0)
+		}
 	}
 	if workers == 1 {
 		p.inline = newReader(im, importWindow)

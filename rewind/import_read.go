@@ -172,7 +172,7 @@ func zero(b []byte) bool {
 
 // uringBatch is how many queued jobs a reader takes at once to read with
 // one submission (import_uring.go).
-const uringBatch = 32
+const uringBatch = 64
 
 // opened is a job of a batch whose file the reader has opened.
 type opened struct {
