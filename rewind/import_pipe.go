@@ -72,6 +72,7 @@ const stepBatch = 256
 type step func() error
 
 type pipeline struct {
+	procFd int             // /proc/self/fd (O_PATH), or -1: see reopen
 	fresh  cas.FreshPutter // set for a Fresh import into a store that has it
 	stored *hashSet        // what the readers stored, with fresh
 	ctx    context.Context
@@ -158,7 +159,11 @@ func (im *Importer) run(walk func() error) error {
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	p := &pipeline{ctx: ctx, cancel: cancel}
+	p := &pipeline{ctx: ctx, cancel: cancel, procFd: -1}
+	if fd, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		p.procFd = fd
+		defer unix.Close(fd) // after the readers: run waits for them
+	}
 	if fp, ok := im.Store.(cas.FreshPutter); ok && im.Fresh {
 		p.fresh, p.stored = fp, &hashSet{m: map[cas.Hash]struct{}{}}
 	}

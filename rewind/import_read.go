@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -18,6 +19,18 @@ import (
 // beforeRead, if set, is called by a reader before it opens a file: tests
 // change the directory there, between the walk's pin and the read.
 var beforeRead func(rel string)
+
+// reopen opens the file an O_PATH pin holds for reading, through its
+// magic link in /proc/self/fd: from the pipeline's descriptor of that
+// directory when it has one, which spares the lookup of /proc/self for
+// every file (about 2.5 of the 8 µs an open took).
+func (p *pipeline) reopen(pfd int) (int, error) {
+	const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	if p.procFd >= 0 {
+		return unix.Openat(p.procFd, strconv.Itoa(pfd), flags, 0)
+	}
+	return unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), flags, 0)
+}
 
 // read opens j's file from its pin, checks it is the inode the walk
 // stat'ed, and reads its chunks and xattrs into j.
@@ -31,7 +44,7 @@ func (r *reader) read(j *fileJob) {
 		j.err = fmt.Errorf("import %s: %w", j.rel, context.Cause(r.p.ctx))
 		return
 	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", j.pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	fd, err := r.p.reopen(j.pfd)
 	if err != nil {
 		j.err = fmt.Errorf("import %s: %w", j.rel, err)
 		return
@@ -254,7 +267,7 @@ func (r *reader) open(j *fileJob) (int, int64, bool) {
 	if r.p.ctx.Err() != nil {
 		return fail(fmt.Errorf("import %s: %w", j.rel, context.Cause(r.p.ctx)))
 	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", j.pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	fd, err := r.p.reopen(j.pfd)
 	if err != nil {
 		return fail(fmt.Errorf("import %s: %w", j.rel, err))
 	}
