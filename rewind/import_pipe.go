@@ -25,7 +25,12 @@ import (
 //   - the readers (Workers) open each job's file from its pin, read and
 //     hash its chunks, and store them in batches (cas.BatchPutter) out of
 //     a buffer of their own: the bytes in flight are at most
-//     importWindow, whatever the tree holds.
+//     importWindow, whatever the tree holds. A reader takes the queued
+//     jobs a batch at a time and reads their small files with one
+//     io_uring submission (import_uring.go, readBatch).
+//   - the warmer (import_warm.go) lists directories and stats entries a
+//     little ahead of the walker, only so that the walker's own reads
+//     of a cold tree hit the kernel's caches.
 //   - the applier (the caller of ImportAt) runs the steps in the walk's
 //     order. It alone touches the tree, so the tree is the one the
 //     sequential walk builds (Workers: 1 runs each step as it is made).
