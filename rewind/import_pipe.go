@@ -73,10 +73,20 @@ const ringReadersPerCPU = 2
 // stepBatch is how many steps the walker hands the applier at a time.
 const stepBatch = 256
 
+// openFileLimit is the soft RLIMIT_NOFILE (0 if unknown).
+func openFileLimit() int {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur > 1<<30 {
+		return 0
+	}
+	return int(rl.Cur)
+}
+
 // step applies one part of the walk to the tree, on the applier.
 type step func() error
 
 type pipeline struct {
+	take   int             // how many jobs a reader takes at once (uringBatch or less)
 	procFd int             // /proc/self/fd (O_PATH), or -1: see reopen
 	fresh  cas.FreshPutter // set for a Fresh import into a store that has it
 	stored *hashSet        // what the readers stored, with fresh
@@ -190,7 +200,17 @@ func (im *Importer) run(walk func() error) error {
 		}
 		return err
 	}
-	p.jobs = make(chan *fileJob, jobQueue)
+	queue := jobQueue
+	p.take = uringBatch
+	if lim := openFileLimit(); lim > 0 {
+		// A queued job holds its pin; a job in a reader's batch, its pin
+		// and its open file. Under a small RLIMIT_NOFILE (1024 is common)
+		// they stay within a quarter of it; the store needs the rest.
+		for queue+2*workers*p.take > lim/4 && p.take > 1 {
+			p.take, queue = p.take/2, max(queue/2, 16)
+		}
+	}
+	p.jobs = make(chan *fileJob, queue)
 	p.steps = make(chan []step, 16)
 	for range workers {
 		r := newReader(im, importWindow/workers)
@@ -353,7 +373,7 @@ func (r *reader) serve(jobs <-chan *fileJob) {
 			}
 		}()
 	}
-	batch := make([]*fileJob, 0, uringBatch)
+	batch := make([]*fileJob, 0, r.p.take)
 	for j := range jobs {
 		if r.ring == nil {
 			r.safeRead(j)
@@ -361,7 +381,7 @@ func (r *reader) serve(jobs <-chan *fileJob) {
 		}
 		batch = append(batch[:0], j)
 	more:
-		for len(batch) < uringBatch {
+		for len(batch) < r.p.take {
 			select {
 			case j, ok := <-jobs:
 				if !ok {

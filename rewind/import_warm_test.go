@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/reynfs/reynfs/cas"
 )
 
 // walkOrder lists the directories below dir as the import's walker enters
@@ -187,5 +189,37 @@ func TestUringReadsLikePread(t *testing.T) {
 	res := []int32{0}
 	if err := u.read(bad, bufs[:1], res); err != nil || res[0] != -int32(unix.EBADF) {
 		t.Errorf("read of fd -1: %v, result %d, want -EBADF", err, res[0])
+	}
+}
+
+// TestImportUnderLowFileLimit: under a small RLIMIT_NOFILE the pipeline
+// holds fewer pins and open files at once (its job queue and batches
+// shrink) and imports what the sequential import does.
+func TestImportUnderLowFileLimit(t *testing.T) {
+	src := t.TempDir()
+	for d := range 4 {
+		for f := range 150 {
+			writeFile(t, filepath.Join(src, fmt.Sprintf("d%d", d), fmt.Sprintf("f%03d", f)), fmt.Sprintf("file %d of %d\n", f, d))
+		}
+	}
+	store := cas.NewMemory()
+	importTree(t, store, src, 1, nil, nil, 0) // reads set the atimes once (relatime)
+	_, seq := importTree(t, store, src, 1, nil, nil, 0)
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	low := rl
+	low.Cur = 160
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Skipf("setrlimit: %v", err)
+	}
+	defer func() {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	if _, root := importTree(t, store, src, 4, nil, nil, 0); root != seq {
+		t.Errorf("4 workers under a limit of %d files: root %s, sequential %s", low.Cur, root.Short(), seq.Short())
 	}
 }
