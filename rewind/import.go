@@ -76,6 +76,7 @@ type Importer struct {
 	files int
 	bytes int64
 	p     *pipeline
+	warm  *warmer // nil for the sequential import
 }
 
 // Import reads dir into a new tree; dir's last component must not be a
@@ -105,6 +106,13 @@ func (im *Importer) ImportAt(top *os.File) (*tree.Tree, error) {
 	var base *tree.Node
 	if im.Base != nil {
 		base = im.Base.Node(tree.RootIno)
+	}
+	if im.Workers != 1 {
+		im.warm = startWarmer(top)
+		defer func() {
+			im.warm.close()
+			im.warm = nil
+		}()
 	}
 	err := im.run(func() error {
 		if err := im.dir(top, "", tree.RootIno, base); err != nil {
@@ -150,6 +158,7 @@ func (im *Importer) create(r *journal.Record, rel string) error {
 // dir imports the entries of the native directory d (at rel) into
 // directory ino.
 func (im *Importer) dir(d *os.File, rel string, ino uint64, base *tree.Node) error {
+	im.warm.enter()
 	names, err := readNames(d)
 	if err != nil {
 		return fmt.Errorf("import %s: %w", d.Name(), err)

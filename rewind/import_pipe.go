@@ -25,7 +25,12 @@ import (
 //   - the readers (Workers) open each job's file from its pin, read and
 //     hash its chunks, and store them in batches (cas.BatchPutter) out of
 //     a buffer of their own: the bytes in flight are at most
-//     importWindow, whatever the tree holds.
+//     importWindow, whatever the tree holds. A reader takes the queued
+//     jobs a batch at a time and reads their small files with one
+//     io_uring submission (import_uring.go, readBatch).
+//   - the warmer (import_warm.go) lists directories and stats entries a
+//     little ahead of the walker, only so that the walker's own reads
+//     of a cold tree hit the kernel's caches.
 //   - the applier (the caller of ImportAt) runs the steps in the walk's
 //     order. It alone touches the tree, so the tree is the one the
 //     sequential walk builds (Workers: 1 runs each step as it is made).
@@ -45,8 +50,9 @@ import (
 const importWindow = 16 << 20
 
 // jobQueue is how many files may wait for a reader (each holds an
-// O_PATH descriptor).
-const jobQueue = 64
+// O_PATH descriptor): enough for every reader to take a whole batch
+// (uringBatch).
+const jobQueue = 256
 
 // readersPerCPU is how many readers a CPU gets by default. A reader of a
 // tree that is not in the page cache (a first mount after a boot) waits
@@ -56,13 +62,32 @@ const jobQueue = 64
 // (medians of 2 under a load of 20: the hashing costs no more).
 const readersPerCPU = 4
 
+// ringReadersPerCPU is readersPerCPU where the readers have io_uring:
+// a reader then keeps a batch of reads in flight, not one, and more
+// readers only add threads that wait. Cold first mount of 100k small
+// files, 4 readers against 8: daemon CPU 6.9 and 6.6 s against 8.9 and
+// 6.6 s, batches of 37-55 files against 16-18 (load 7-9, so the wall
+// time said nothing).
+const ringReadersPerCPU = 2
+
 // stepBatch is how many steps the walker hands the applier at a time.
 const stepBatch = 256
+
+// openFileLimit is the soft RLIMIT_NOFILE (0 if unknown).
+func openFileLimit() int {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur > 1<<30 {
+		return 0
+	}
+	return int(rl.Cur)
+}
 
 // step applies one part of the walk to the tree, on the applier.
 type step func() error
 
 type pipeline struct {
+	take   int             // how many jobs a reader takes at once (uringBatch or less)
+	procFd int             // /proc/self/fd (O_PATH), or -1: see reopen
 	fresh  cas.FreshPutter // set for a Fresh import into a store that has it
 	stored *hashSet        // what the readers stored, with fresh
 	ctx    context.Context
@@ -149,7 +174,11 @@ func (im *Importer) run(walk func() error) error {
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	p := &pipeline{ctx: ctx, cancel: cancel}
+	p := &pipeline{ctx: ctx, cancel: cancel, procFd: -1}
+	if fd, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		p.procFd = fd
+		defer unix.Close(fd) // after the readers: run waits for them
+	}
 	if fp, ok := im.Store.(cas.FreshPutter); ok && im.Fresh {
 		p.fresh, p.stored = fp, &hashSet{m: map[cas.Hash]struct{}{}}
 	}
@@ -158,6 +187,10 @@ func (im *Importer) run(walk func() error) error {
 	workers := im.Workers
 	if workers <= 0 {
 		workers = readersPerCPU * runtime.GOMAXPROCS(0)
+		if u, err := newUring(uringBatch); err == nil {
+			u.close()
+			workers = ringReadersPerCPU * runtime.GOMAXPROCS(0)
+		}
 	}
 	if workers == 1 {
 		p.inline = newReader(im, importWindow)
@@ -167,7 +200,17 @@ func (im *Importer) run(walk func() error) error {
 		}
 		return err
 	}
-	p.jobs = make(chan *fileJob, jobQueue)
+	queue := jobQueue
+	p.take = uringBatch
+	if lim := openFileLimit(); lim > 0 {
+		// A queued job holds its pin; a job in a reader's batch, its pin
+		// and its open file. Under a small RLIMIT_NOFILE (1024 is common)
+		// they stay within a quarter of it; the store needs the rest.
+		for queue+2*workers*p.take > lim/4 && p.take > 1 {
+			p.take, queue = p.take/2, max(queue/2, 16)
+		}
+	}
+	p.jobs = make(chan *fileJob, queue)
 	p.steps = make(chan []step, 16)
 	for range workers {
 		r := newReader(im, importWindow/workers)
@@ -281,6 +324,7 @@ type reader struct {
 	used  int // buf[:used] holds the batch's chunks
 	blobs []cas.Blob
 	news  []cas.Blob // a fresh import's: the blobs no reader stored yet
+	ring  *uring     // nil: pread each file (Workers: 1, or no io_uring)
 }
 
 // hashSet is the set of objects a fresh import's readers stored.
@@ -319,8 +363,37 @@ func newReader(im *Importer, window int) *reader {
 // serve reads the queued jobs until the queue closes, then stores what
 // it holds. After a failure it only closes the jobs' descriptors.
 func (r *reader) serve(jobs <-chan *fileJob) {
+	// The ring reads into the batch's buffer: only with a store that
+	// takes batches.
+	if r.bp != nil {
+		r.ring, _ = newUring(uringBatch) // nil where io_uring is refused
+		defer func() {
+			if r.ring != nil {
+				r.ring.close()
+			}
+		}()
+	}
+	batch := make([]*fileJob, 0, r.p.take)
 	for j := range jobs {
-		r.safeRead(j)
+		if r.ring == nil {
+			r.safeRead(j)
+			continue
+		}
+		batch = append(batch[:0], j)
+	more:
+		for len(batch) < r.p.take {
+			select {
+			case j, ok := <-jobs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, j)
+			default:
+				break more
+			}
+		}
+		r.readBatch(batch)
+		clear(batch)
 	}
 	if r.p.ctx.Err() == nil {
 		defer r.p.recovered()
@@ -364,6 +437,7 @@ func (r *reader) put(b []byte) (cas.Hash, error) {
 // whose chunks it held were reported read already.
 func (r *reader) flush() error {
 	if len(r.blobs) == 0 {
+		r.used = 0 // slots of reads that failed, or of empty files
 		return nil
 	}
 	var err error

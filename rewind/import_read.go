@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -18,6 +19,18 @@ import (
 // beforeRead, if set, is called by a reader before it opens a file: tests
 // change the directory there, between the walk's pin and the read.
 var beforeRead func(rel string)
+
+// reopen opens the file an O_PATH pin holds for reading, through its
+// magic link in /proc/self/fd: from the pipeline's descriptor of that
+// directory when it has one, which spares the lookup of /proc/self for
+// every file (about 2.5 of the 8 µs an open took).
+func (p *pipeline) reopen(pfd int) (int, error) {
+	const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	if p.procFd >= 0 {
+		return unix.Openat(p.procFd, strconv.Itoa(pfd), flags, 0)
+	}
+	return unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), flags, 0)
+}
 
 // read opens j's file from its pin, checks it is the inode the walk
 // stat'ed, and reads its chunks and xattrs into j.
@@ -31,7 +44,7 @@ func (r *reader) read(j *fileJob) {
 		j.err = fmt.Errorf("import %s: %w", j.rel, context.Cause(r.p.ctx))
 		return
 	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", j.pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	fd, err := r.p.reopen(j.pfd)
 	if err != nil {
 		j.err = fmt.Errorf("import %s: %w", j.rel, err)
 		return
@@ -168,4 +181,199 @@ func zero(b []byte) bool {
 		b = b[len(zeroChunk):]
 	}
 	return bytes.Equal(b, zeroChunk[:len(b)])
+}
+
+// uringBatch is how many queued jobs a reader takes at once to read with
+// one submission (import_uring.go).
+const uringBatch = 64
+
+// opened is a job of a batch whose file the reader has opened.
+type opened struct {
+	j    *fileJob
+	fd   int
+	size int64
+	slot []byte // small files: where the ring reads the file, in buf
+}
+
+// readBatch reads jobs: each file is opened and checked as read does,
+// then the small ones (under a chunk, no base to compare with) are read
+// with one io_uring submission into slots of the buffer, and the others,
+// and any whose read came back short or failed, as read reads them. Every
+// job is done (its done closed) when readBatch returns, also on a panic.
+func (r *reader) readBatch(jobs []*fileJob) {
+	var open []opened
+	defer func() {
+		for _, o := range open {
+			if o.fd >= 0 {
+				unix.Close(o.fd)
+			}
+		}
+		for _, j := range jobs {
+			if j.pfd >= 0 {
+				unix.Close(j.pfd)
+			}
+			select {
+			case <-j.done:
+			default: // a panic stopped the batch, and the pipeline
+				j.err = fmt.Errorf("import %s: %w", j.rel, context.Cause(r.p.ctx))
+				close(j.done)
+			}
+		}
+	}()
+	defer r.p.recovered()
+	for _, j := range jobs {
+		if fd, size, ok := r.open(j); ok {
+			open = append(open, opened{j: j, fd: fd, size: size})
+		}
+	}
+	for len(open) > 0 {
+		n := r.slots(open)
+		if n == 0 {
+			if err := r.flush(); err != nil {
+				for _, o := range open {
+					o.j.err = fmt.Errorf("import %s: %w", o.j.rel, err)
+				}
+				return
+			}
+			n = r.slots(open)
+		}
+		r.readSlots(open[:n])
+		// The slots' chunks join the batch before any other file of
+		// the round is read: that read may store the batch and reuse
+		// the buffer.
+		for i := range open[:n] {
+			r.keepSlot(&open[i])
+		}
+		for i := range open[:n] {
+			r.finishJob(&open[i])
+		}
+		open = open[n:]
+	}
+}
+
+// open opens j's file from its pin and checks it is the inode the walk
+// stat'ed; false (with j.err set and j done) if not.
+func (r *reader) open(j *fileJob) (int, int64, bool) {
+	if beforeRead != nil {
+		beforeRead(j.rel)
+	}
+	fail := func(err error) (int, int64, bool) {
+		j.err = err
+		unix.Close(j.pfd)
+		j.pfd = -1
+		close(j.done)
+		return -1, 0, false
+	}
+	if r.p.ctx.Err() != nil {
+		return fail(fmt.Errorf("import %s: %w", j.rel, context.Cause(r.p.ctx)))
+	}
+	fd, err := r.p.reopen(j.pfd)
+	if err != nil {
+		return fail(fmt.Errorf("import %s: %w", j.rel, err))
+	}
+	fst, err := sameInode(fd, &j.st, j.rel)
+	if err != nil {
+		unix.Close(fd)
+		return fail(err)
+	}
+	return fd, fst.Size, true
+}
+
+// slots gives the leading jobs of open that the ring reads a slot of the
+// buffer each (size+1 bytes: a read that fills it found the file grown)
+// and returns how many jobs it went through; 0 when the first small file
+// needs a slot the buffer has no room for.
+func (r *reader) slots(open []opened) int {
+	for i := range open {
+		o := &open[i]
+		if r.ring == nil || o.j.like != nil || o.size >= cas.ChunkSize || i == r.ring.entries {
+			return max(i, 1)
+		}
+		need := int(o.size) + 1
+		if len(r.buf)-r.used < need {
+			return i
+		}
+		o.slot = r.buf[r.used : r.used+need]
+		r.used += need
+	}
+	return len(open)
+}
+
+// readSlots reads the slots of open with one submission. A file whose
+// read fails or comes back short keeps no slot: finishJob reads it again.
+func (r *reader) readSlots(open []opened) {
+	var fds []int
+	var bufs [][]byte
+	for _, o := range open {
+		if o.slot != nil {
+			fds, bufs = append(fds, o.fd), append(bufs, o.slot)
+		}
+	}
+	if len(fds) == 0 {
+		return
+	}
+	res := make([]int32, len(fds))
+	if err := r.ring.read(fds, bufs, res); err != nil {
+		r.ring.close() // errUringUnusable: pread from now on
+		r.ring = nil
+		for i := range open {
+			open[i].slot = nil
+		}
+		return
+	}
+	k := 0
+	for i := range open {
+		o := &open[i]
+		if o.slot == nil {
+			continue
+		}
+		n := int(res[k])
+		k++
+		if n < int(o.size) && n >= 0 {
+			// Short: read on from where it stopped, as preadFull does.
+			m, err := preadFull(o.fd, o.slot[n:], int64(n), o.size)
+			if err != nil && err != io.EOF {
+				n = -1
+			} else {
+				n += m
+			}
+		}
+		if n < 0 || n == len(o.slot) {
+			o.slot = nil // failed, or grown: read as read reads it
+			continue
+		}
+		o.slot = o.slot[:n]
+	}
+}
+
+// keepSlot adds the chunk the ring read into o's slot to the batch (an
+// all-zero one is a hole, as readChunks makes it).
+func (r *reader) keepSlot(o *opened) {
+	if len(o.slot) == 0 {
+		return // nil: finishJob reads it; empty: an empty file
+	}
+	var h cas.Hash
+	if !zero(o.slot) {
+		h = cas.Sum(o.slot)
+		r.blobs = append(r.blobs, cas.Blob{Hash: h, Data: o.slot})
+	}
+	o.j.chunks = append(o.j.chunks, journal.Chunk{Index: 0, Hash: h})
+	o.j.size = uint64(len(o.slot))
+}
+
+// finishJob reads the file of a job the ring did not read as read does,
+// then reads its xattrs and marks it done.
+func (r *reader) finishJob(o *opened) {
+	j := o.j
+	if o.slot == nil {
+		j.err = r.readChunks(o.fd, o.size, j)
+	}
+	if j.err == nil {
+		j.xattrs = readXattrs(xattrAt{fd: o.fd})
+	}
+	unix.Close(o.fd)
+	o.fd = -1
+	unix.Close(j.pfd)
+	j.pfd = -1
+	close(j.done)
 }

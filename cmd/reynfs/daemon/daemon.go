@@ -218,14 +218,18 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		if err != nil {
 			return nil, err
 		}
+		walked := time.Now()
 		// The objects go to the store as they are made, in parallel
 		// batches, not all at once (a million at 1M files).
 		g, inodes, err := rewind.CommitFreshImport(d.j, t, d.bootNext, "import "+d.cfg.Dir)
 		if err != nil {
 			return nil, err
 		}
-		// The first mount's longest step, in the log for whoever wonders.
-		d.log.Info().Int("inodes", inodes).Dur("took", time.Since(time.Unix(0, start))).Msg("imported the project directory")
+		// The first mount's longest step, in the log for whoever wonders:
+		// the walk (reading and storing the files) and the commit (the
+		// tree's objects and the import record).
+		d.log.Info().Int("inodes", inodes).Dur("took", time.Since(time.Unix(0, start))).
+			Dur("walk", walked.Sub(time.Unix(0, start))).Dur("commit", time.Since(walked)).Msg("imported the project directory")
 		return t, d.setMetas(metaDir, d.cfg.Dir, metaDirBase, g.Root.String(), metaInoCeil, strconv.FormatUint(d.bootNext, 10), metaDirSince, sinceMeta(start, nil))
 	}
 	t, err := rewind.Reconstruct(d.j, d.j.Head())
