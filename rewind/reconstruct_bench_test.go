@@ -22,12 +22,11 @@ import (
 // (100 to a directory, 100 directories to a top directory) followed by
 // records write records, each rewriting one file's content.
 type benchStore struct {
-	j     *journal.Journal
-	gen   uint64      // seq of the generation
-	inos  []uint64    // the files' inodes
-	root  cas.Hash    // root of the generation
-	after *tree.Tree  // the tree at head, when asked for
-	objs  *cas.Badger // j.Objects()
+	j    *journal.Journal
+	gen  uint64      // seq of the generation
+	inos []uint64    // the files' inodes
+	root cas.Hash    // root of the generation
+	objs *cas.Badger // j.Objects()
 }
 
 func newBenchStore(b *testing.B, files, records int) *benchStore {

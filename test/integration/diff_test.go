@@ -89,8 +89,6 @@ func TestDifferential(t *testing.T) {
 	d.compareTrees("remounted")
 }
 
-func (d *differ) randPath() string { return d.pick('a') }
-
 // pick returns a path for an operation on kind f(ile), d(ir), l(ink) or
 // a(ny): mostly an existing one (as the oracle has it), else a new name
 // in an existing directory, sometimes anything at all (for the errnos).
