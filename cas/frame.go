@@ -304,14 +304,18 @@ func decodePayload(p []byte) ([]blobEntry, []Op, error) {
 		i++
 		switch kind {
 		case entryPack:
+			// Each object takes at least its length's byte in the raw
+			// pack, which a pack's writer keeps under packRawMax; the
+			// compressed pack may be far shorter than the count (a few
+			// thousand near-identical small objects).
 			count, j, ok := uv(i)
-			if !ok || count < 1 || count > uint64(len(p)) {
-				return nil, nil, bad("pack count", at)
-			}
 			raw, j, ok1 := uv(j)
 			n, j, ok2 := uv(j)
-			if !ok1 || !ok2 || n > uint64(len(p)-j) || raw > 1<<32-1 {
+			if !ok || !ok1 || !ok2 || n > uint64(len(p)-j) || raw > 1<<20 {
 				return nil, nil, bad("pack length", at)
+			}
+			if count < 1 || count > raw {
+				return nil, nil, bad("pack count", at)
 			}
 			data := p[j : j+int(n)]
 			var offs, lens []int
