@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -124,11 +125,8 @@ func entryLen(o Op) int {
 	return n
 }
 
+// uvarintLen is how many bytes binary.AppendUvarint takes for v.
 func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], v)
 }
