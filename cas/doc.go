@@ -74,8 +74,10 @@
 // A segment (%016x.seg, opened relative to the directory fd with O_NOFOLLOW)
 // is a 64-byte header (magic "reynfsSG", format 2, segment number, store
 // id, CRC-32C) and then frames. A frame is what one commit writes: a
-// 32-byte header (magic, payload length, first and last seq, CRC-32C of
-// the payload, CRC-32C of the header) and a payload of entries: blobs
+// 48-byte header (magic "RFM3", payload length, first and last seq,
+// CRC-32C of the payload, the synced-through mark: segment and offset,
+// CRC-32C of the header; store format 5 and older wrote 32-byte "RFM2"
+// headers without the mark, still read) and a payload of entries: blobs
 // ('b', hash, compression, raw length, stored length, bytes; or 'D',
 // hash, base, depth, raw length, stored length, delta), then key writes
 // ('s' key value, 'd' key) in the order of the commit. Blobs are
@@ -109,8 +111,7 @@
 // on disk. The scan therefore takes zeros after the last frame, to the
 // end of a segment, for its clean end (a crash may leave them in the
 // last segment or, its truncation lost, the one before); a torn frame
-// followed by zeros is still a torn tail (cut), and a bad frame or zeros
-// followed by an intact frame is still damage. Everything that needs the
+// followed by zeros is still a torn tail (cut). Everything that needs the
 // log's end takes it from the scan (catch-up, resume, salvage, fsck) or
 // from the writer (compaction of the active segment), never from the
 // file's size, and a read past the active segment's end is refused.
@@ -126,6 +127,39 @@
 // log from "m/logpos" and re-applies every complete frame (idempotent),
 // cuts a torn tail, and reports damage (ErrDamaged): see journal/doc.go,
 // "Damage".
+//
+// # Power cuts and the synced-through mark (store format 6)
+//
+// A power cut keeps what the last completed fdatasync covered; of the
+// blocks written after it, any may have reached the disk and in any
+// order, so a frame no sync covered can be zeros (its pre-written space)
+// or torn while a later frame, also unsynced, is whole. Nothing
+// acknowledged is lost then, and calling it damage would refuse a
+// healthy store. So each frame's header carries a mark, set under the
+// writer's lock as the frame goes into the log: the log position the last
+// completed sync made durable (every sync takes the end of the frames
+// written into the segments it flushes; a reopen fdatasyncs the active
+// segment and starts from its end). At a bad frame (bad header or
+// checksum, incomplete, or zeros where a frame should be) the scan looks
+// for intact frames after it by their magic (its length cannot be
+// trusted), in its segment and in the later ones, since a roll does not
+// sync the old segment: if one's mark lies past the bad frame, a sync had
+// covered it, and that is damage, refused as before; if every one's mark
+// is at or before it, nothing from there on was ever synced: a torn tail,
+// cut there with every later segment (the last first, so that a crash
+// during the cut leaves the same tail). The index never claims more than
+// a sync covered (the checkpoint syncs the log first), so an index entry
+// pointing into a frame the cut would drop is damage too; otherwise the
+// index, which may lag, is caught up to the cut. A sealed segment's
+// zero tail (its truncation at the roll lost, so no sync followed the
+// roll) is cut the same way when the later frames' marks stop before it,
+// damage when one in that segment lies past it, and its clean end
+// otherwise. A frame without a mark (format 5) proves nothing, so before
+// one the old rule holds: a bad frame is damage. What the rule cannot
+// see: a synced last frame damaged with no later frame (cut as a torn
+// tail, as before; the journal's manifest catches lost synced records),
+// and damage the index's position already covers (the scan starts there;
+// fsck re-hashes).
 //
 // Get answers from the cache, else from a remembered location (see
 // "Verification on read"), else looks up 'o' (inline bytes win, so a

@@ -244,30 +244,67 @@ func encodeFrame(first, last uint64, blobs []stored, ops []Op) (frameVec, []int6
 	binary.BigEndian.PutUint64(h[8:], first)
 	binary.BigEndian.PutUint64(h[16:], last)
 	binary.BigEndian.PutUint32(h[24:], crc)
-	binary.BigEndian.PutUint32(h[28:], crc32.Checksum(h[:28], castagnoli))
+	setFrameMark(v, Pos{})
 	return v, offs
+}
+
+// setFrameMark writes the synced-through mark into an encoded frame's
+// header (and the header's checksum, which covers it). The writer sets it
+// just before the frame goes into the log, under the log's lock, so it is
+// the end of the last sync that completed before the frame was written;
+// the payload's checksum does not cover it and stays as encodeFrame made
+// it.
+func setFrameMark(v frameVec, mark Pos) {
+	h := v.parts[0][:frameHeaderSize]
+	binary.BigEndian.PutUint64(h[28:], mark.Seg)
+	binary.BigEndian.PutUint64(h[36:], uint64(mark.Off))
+	binary.BigEndian.PutUint32(h[44:], crc32.Checksum(h[:44], castagnoli))
 }
 
 // frameHeader is a parsed, checksum-checked frame header.
 type frameHeader struct {
+	size        int // of the header: frameHeaderSize, or frameHeaderV2Size
 	length      int
 	first, last uint64
 	crc         uint32
+	// mark is the frame's synced-through mark: when it was written, the
+	// log was durable up to mark (a header of format 5 and older has
+	// none: marked is false).
+	mark   Pos
+	marked bool
 }
 
 var errBadHeader = errors.New("bad frame header")
 
+// parseFrameHeader reads a frame header of either kind: frameMagic (with
+// a mark) or frameMagicV2 (without; written by store format 5 and older).
 func parseFrameHeader(h []byte) (frameHeader, error) {
-	if len(h) < frameHeaderSize || binary.BigEndian.Uint32(h) != frameMagic ||
-		crc32.Checksum(h[:28], castagnoli) != binary.BigEndian.Uint32(h[28:]) {
+	if len(h) < frameHeaderV2Size {
 		return frameHeader{}, errBadHeader
 	}
-	fh := frameHeader{
-		length: int(binary.BigEndian.Uint32(h[4:])),
-		first:  binary.BigEndian.Uint64(h[8:]),
-		last:   binary.BigEndian.Uint64(h[16:]),
-		crc:    binary.BigEndian.Uint32(h[24:]),
+	var fh frameHeader
+	switch binary.BigEndian.Uint32(h) {
+	case frameMagic:
+		if len(h) < frameHeaderSize || crc32.Checksum(h[:44], castagnoli) != binary.BigEndian.Uint32(h[44:]) {
+			return frameHeader{}, errBadHeader
+		}
+		fh.size, fh.marked = frameHeaderSize, true
+		fh.mark = Pos{binary.BigEndian.Uint64(h[28:]), int64(binary.BigEndian.Uint64(h[36:]))}
+		if fh.mark.Off < 0 {
+			return frameHeader{}, errBadHeader
+		}
+	case frameMagicV2:
+		if crc32.Checksum(h[:28], castagnoli) != binary.BigEndian.Uint32(h[28:]) {
+			return frameHeader{}, errBadHeader
+		}
+		fh.size = frameHeaderV2Size
+	default:
+		return frameHeader{}, errBadHeader
 	}
+	fh.length = int(binary.BigEndian.Uint32(h[4:]))
+	fh.first = binary.BigEndian.Uint64(h[8:])
+	fh.last = binary.BigEndian.Uint64(h[16:])
+	fh.crc = binary.BigEndian.Uint32(h[24:])
 	if fh.length > maxFrame {
 		return frameHeader{}, errBadHeader
 	}

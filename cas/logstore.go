@@ -121,7 +121,14 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 		res.damage = fmt.Errorf("%w: %s: the log ends at offset %d, the index covers it to offset %d",
 			ErrDamaged, l.path(res.end.Seg), res.end.Off, indexed.Off)
 	}
-	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || res.dropSeg != 0, Damage: res.damage, KV: map[string][]byte{}}
+	if res.damage == nil && res.cut {
+		if err := b.indexPast(res); errors.Is(err, ErrDamaged) {
+			res.damage = err
+		} else if err != nil {
+			return nil, fmt.Errorf("catch up: %w", err)
+		}
+	}
+	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || len(res.drop) > 0, Damage: res.damage, KV: map[string][]byte{}}
 	if res.damage != nil && !keepDamaged {
 		return t, res.damage
 	}

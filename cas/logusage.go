@@ -59,15 +59,15 @@ func segmentEntries(n uint64, b []byte, fn func(LogEntry) error) error {
 	off := segHeaderSize
 	for off < len(b) {
 		fh, err := parseFrameHeader(b[off:])
-		if err != nil || len(b)-off-frameHeaderSize < fh.length {
+		if err != nil || len(b)-off-fh.size < fh.length {
 			return fn(LogEntry{Seg: n, Kind: 'T', Data: len(b) - off})
 		}
-		p := b[off+frameHeaderSize : off+frameHeaderSize+fh.length]
+		p := b[off+fh.size : off+fh.size+fh.length]
 		blobs, ops, err := decodePayload(p)
 		if err != nil {
 			return fn(LogEntry{Seg: n, Kind: 'T', Data: len(b) - off})
 		}
-		if err := fn(LogEntry{Seg: n, Kind: 'F', Head: frameHeaderSize}); err != nil {
+		if err := fn(LogEntry{Seg: n, Kind: 'F', Head: fh.size}); err != nil {
 			return err
 		}
 		// Entries are contiguous: each blob's header runs from the end
@@ -111,7 +111,7 @@ func segmentEntries(n uint64, b []byte, fn func(LogEntry) error) error {
 		if rest != 0 {
 			return fmt.Errorf("segment %s frame at %d: %d payload bytes unaccounted", segName(n), off, rest)
 		}
-		off += frameHeaderSize + fh.length
+		off += fh.size + fh.length
 	}
 	return nil
 }

@@ -2,12 +2,13 @@ package cas
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // KeyLogPos is the Badger key (in the journal's "m/" namespace, claimed
@@ -28,19 +29,24 @@ type scanResult struct {
 	frames []logFrame
 	end    Pos  // end of the last complete frame (or from)
 	cut    bool // a torn tail follows end: cut it at end
-	// dropSeg is a last segment whose creation was torn (shorter than a
-	// header, or a header of zeros): remove it.
-	dropSeg uint64
-	damage  error // wraps ErrDamaged; frames holds what precedes it
+	// drop is the segments after end that the cut removes, ascending: a
+	// last segment whose creation was torn (shorter than a header, or a
+	// header of zeros), or those after a tail no sync covered.
+	drop []uint64
+	// past is the objects of the intact frames a cut drops, where they
+	// were: an index that points at one is ahead of the cut (CatchUp).
+	past   []blobEntry
+	damage error // wraps ErrDamaged; frames holds what precedes it
 }
 
 // scan reads the log from pos to its end. A segment's frames end where
 // only zeros follow (its pre-written space, prefill.go: the file's size
-// is not the log's end). A torn tail (an incomplete or checksum-failing
-// frame, followed by anything but an intact frame, in the last segment)
-// is reported in cut, damage in damage: a bad frame followed by a valid
-// one, a bad frame before the last segment, a missing segment or a
-// segment of another store.
+// is not the log's end). A torn tail is reported in cut (and drop): a bad
+// frame (incomplete, checksum-failing, or zeros where a frame should be)
+// that no sync covered, which the frames after it tell by their
+// synced-through marks (tailAt). Damage is reported in damage: a bad
+// frame that a sync covered or that frames without marks follow, a
+// missing segment or a segment of another store.
 func (l *segLog) scan(from Pos) (scanResult, error) {
 	res := scanResult{end: from}
 	segs, err := listSegments(l.dir)
@@ -79,7 +85,7 @@ func (l *segLog) scan(from Pos) (scanResult, error) {
 		}
 		if herr := checkSegHeader(hdr, n, l.id); herr != nil {
 			if n == last && n != from.Seg && (len(hdr) < segHeaderSize || allZero(hdr)) {
-				res.dropSeg = n // torn while being created
+				res.drop = []uint64{n} // torn while being created
 				return res, nil
 			}
 			res.damage = fmt.Errorf("%w: %s at offset 0: %v", ErrDamaged, l.path(n), herr)
@@ -91,28 +97,45 @@ func (l *segLog) scan(from Pos) (scanResult, error) {
 		}
 		res.end = Pos{n, off}
 		for off < data.end() {
-			fr, why := frameAt(data, off)
+			fh, fr, why := frameAt(data, off)
 			if why != "" {
-				if allZero(data.slice(off, data.end())) {
+				zeros := allZero(data.slice(off, data.end()))
+				if zeros && n == last {
 					// Pre-written space (prefill.go), or zeros a
 					// crash left of it: the segment's clean end.
 					break
 				}
-				if n != last || validFrameAfter(data, off+1) {
+				v, past, err := l.tailAt(data, off, n, last, zeros)
+				if err != nil {
+					return res, err
+				}
+				switch {
+				case v == tailClean:
+					// A sealed segment's zeros, its truncation at
+					// the roll lost: its clean end.
+				case v == tailDamage && zeros:
+					res.damage = fmt.Errorf("%w: %s at offset %d: zeros where synced frames were, with more log after them", ErrDamaged, l.path(n), off)
+				case v == tailDamage:
 					res.damage = fmt.Errorf("%w: %s at offset %d: %s, with more log after it", ErrDamaged, l.path(n), off, why)
-				} else {
-					res.cut = true
+				default:
+					res.cut, res.past = true, past
+					for m := n + 1; m <= last; m++ {
+						res.drop = append(res.drop, m)
+					}
+				}
+				if v == tailClean {
+					break
 				}
 				return res, nil
 			}
-			blobs, ops, err := decodePayload(data.slice(off+frameHeaderSize, fr))
+			blobs, ops, err := decodePayload(data.slice(off+int64(fh.size), fr))
 			if err != nil {
 				res.damage = fmt.Errorf("%s at offset %d: %w", l.path(n), off, err)
 				return res, nil
 			}
 			for i := range blobs {
 				blobs[i].loc.Seg = n
-				blobs[i].loc.Off += off + frameHeaderSize
+				blobs[i].loc.Off += off + int64(fh.size)
 				blobs[i].data = nil
 			}
 			for i := range ops {
@@ -141,42 +164,124 @@ type segBytes struct {
 func (d segBytes) end() int64                  { return d.base + int64(len(d.b)) }
 func (d segBytes) slice(from, to int64) []byte { return d.b[from-d.base : to-d.base] }
 
-// frameAt checks the frame at off and returns where it ends, or why it is
-// not a complete, intact frame.
-func frameAt(data segBytes, off int64) (end int64, why string) {
-	if data.end()-off < frameHeaderSize {
-		return 0, "incomplete frame header"
+// frameAt checks the frame at off and returns its header and where it
+// ends, or why it is not a complete, intact frame.
+func frameAt(data segBytes, off int64) (fh frameHeader, end int64, why string) {
+	if data.end()-off < frameHeaderV2Size {
+		return fh, 0, "incomplete frame header"
 	}
-	fh, err := parseFrameHeader(data.slice(off, off+frameHeaderSize))
+	fh, err := parseFrameHeader(data.slice(off, min(off+frameHeaderSize, data.end())))
 	if err != nil {
-		return 0, err.Error()
+		return fh, 0, err.Error()
 	}
-	end = off + frameHeaderSize + int64(fh.length)
+	end = off + int64(fh.size) + int64(fh.length)
 	if end > data.end() {
-		return 0, "incomplete frame"
+		return fh, 0, "incomplete frame"
 	}
-	if crc32.Checksum(data.slice(off+frameHeaderSize, end), castagnoli) != fh.crc {
-		return 0, "frame checksum mismatch"
+	if crc32.Checksum(data.slice(off+int64(fh.size), end), castagnoli) != fh.crc {
+		return fh, 0, "frame checksum mismatch"
 	}
-	return end, ""
+	return fh, end, ""
 }
 
-// validFrameAfter reports whether an intact frame starts anywhere at or
-// after off: a crash tears only the last frame, so one is damage.
-func validFrameAfter(data segBytes, off int64) bool {
-	var magic [4]byte
-	binary.BigEndian.PutUint32(magic[:], frameMagic)
+// framesAfter calls fn with the header, start and end of every intact
+// frame that starts at or after off, found by its magic: a bad frame's
+// length cannot be trusted to say where the next one starts.
+func framesAfter(data segBytes, off int64, fn func(fh frameHeader, at, end int64)) {
+	magic := []byte("RFM") // frameMagic and frameMagicV2
 	for off < data.end() {
-		i := bytes.Index(data.slice(off, data.end()), magic[:])
+		i := bytes.Index(data.slice(off, data.end()), magic)
 		if i < 0 {
-			return false
+			return
 		}
-		if _, why := frameAt(data, off+int64(i)); why == "" {
-			return true
+		if fh, end, why := frameAt(data, off+int64(i)); why == "" {
+			fn(fh, off+int64(i), end)
 		}
 		off += int64(i) + 1
 	}
-	return false
+}
+
+// What a bad frame, or a sealed segment's zero tail, is (tailAt).
+const (
+	tailTorn   = iota // no sync covered it: cut the log there
+	tailDamage        // a sync covered it, or frames without marks follow
+	tailClean         // a sealed segment's zero tail that is its end
+)
+
+// tailAt says what the bad frame at off in segment n is, or (zeros) the
+// zeros from off to the end of segment n before the last. A power cut
+// keeps the blocks written since the last completed fdatasync in any
+// order, so a frame no sync covered can be zeros or torn while a later
+// one is whole; each frame's mark (frame.go) says how far the log was
+// durable when it was written. So: an intact frame after the bad one
+// (in segment n or a later one: a roll does not sync the old segment)
+// whose mark lies beyond off proves off was synced: damage. If every
+// intact frame after it has a mark at or before off, nothing from off on
+// was ever synced: a torn tail. An intact frame without a mark (written
+// by store format 5 or older) proves nothing: the rule of that format
+// holds (a bad frame is damage, zeros are a sealed segment's end). With
+// no intact frame after it, a bad frame is a torn tail and zeros are a
+// sealed segment's end.
+//
+// A sealed segment keeps a zero tail only if its truncation at the roll
+// was lost, so no sync completed after the roll (a sync covers the old
+// segment too): a mark in a later segment then cannot be trusted to say
+// where segment n ended, and only a mark in segment n past off is damage.
+//
+// It also returns the objects of the intact frames after off, where they
+// are (a torn tail's cut drops them).
+func (l *segLog) tailAt(data segBytes, off int64, n, last uint64, zeros bool) (int, []blobEntry, error) {
+	at := Pos{n, off}
+	var beyond, unmarked, found bool
+	var past []blobEntry
+	seg := n
+	note := func(fh frameHeader, from, end int64) {
+		found = true
+		if blobs, _, err := decodePayload(data.slice(from+int64(fh.size), end)); err == nil {
+			for _, e := range blobs {
+				e.loc.Seg, e.loc.Off, e.data = seg, e.loc.Off+from+int64(fh.size), nil
+				past = append(past, e)
+			}
+		}
+		switch {
+		case !fh.marked:
+			unmarked = true
+		case zeros && fh.mark.Seg == n && fh.mark.Off > off:
+			beyond = true
+		case zeros && fh.mark.Seg > n:
+			unmarked = true // segment n was synced whole: its zeros say nothing
+		case !zeros && posLess(at, fh.mark):
+			beyond = true
+		}
+	}
+	framesAfter(data, off+1, note)
+	for m := n + 1; m <= last; m++ {
+		hdr, d, err := l.readSegment(m, segHeaderSize)
+		if err != nil {
+			return 0, nil, err
+		}
+		if checkSegHeader(hdr, m, l.id) != nil {
+			if m == last && (len(hdr) < segHeaderSize || allZero(hdr)) {
+				continue // torn while being created: the cut drops it
+			}
+			found, unmarked = true, true // not a crash's doing
+			continue
+		}
+		data, seg = d, m
+		framesAfter(data, segHeaderSize, note)
+	}
+	switch {
+	case beyond:
+		return tailDamage, nil, nil
+	case unmarked || !found:
+		if zeros {
+			return tailClean, nil, nil
+		}
+		if unmarked {
+			return tailDamage, nil, nil
+		}
+	}
+	return tailTorn, past, nil
 }
 
 func allZero(b []byte) bool {
@@ -217,17 +322,29 @@ func (l *segLog) readSegment(n uint64, off int64) ([]byte, segBytes, error) {
 // frame (the last segment is truncated at res.end) or a segment whose
 // creation was torn.
 func (l *segLog) cutTail(res scanResult) error {
-	if res.dropSeg != 0 {
+	// The last segment first: a crash part way leaves a log whose scan
+	// finds the same tail, never a cut segment followed by whole ones.
+	for i := len(res.drop) - 1; i >= 0; i-- {
+		n := res.drop[i]
 		l.rmu.Lock()
-		if f := l.files[res.dropSeg]; f != nil {
+		if f := l.files[n]; f != nil {
 			_ = f.Close()
-			delete(l.files, res.dropSeg)
+			delete(l.files, n)
 		}
 		l.rmu.Unlock()
-		if err := os.Remove(l.path(res.dropSeg)); err != nil {
+		if err := os.Remove(l.path(n)); err != nil {
 			return err
 		}
-		return l.dirf.Sync()
+		if l.fault != nil {
+			if err := l.fault("cut"); err != nil {
+				return fmt.Errorf("cut: injected fault: %w", err)
+			}
+		}
+	}
+	if len(res.drop) > 0 {
+		if err := l.dirf.Sync(); err != nil {
+			return err
+		}
 	}
 	if !res.cut {
 		return nil
@@ -240,4 +357,38 @@ func (l *segLog) cutTail(res scanResult) error {
 		return fmt.Errorf("cut torn tail of %s at %d: %w", f.Name(), res.end.Off, err)
 	}
 	return f.Sync()
+}
+
+// indexPast returns damage (wrapping ErrDamaged) if the index points at an object in a frame
+// that the cut of a torn tail drops. The index never gets ahead of what a
+// sync made durable (the checkpoint syncs the log first, and the frame's
+// index write and "m/logpos" go in one batch), so if it knows a frame
+// past the cut, a sync covered that frame, and the bad frame before it
+// is damage that no mark showed.
+func (b *Badger) indexPast(res scanResult) error {
+	for _, e := range res.past {
+		var at []byte
+		err := b.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(logKey(e.h))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			at, err = item.ValueCopy(nil)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if at == nil {
+			continue
+		}
+		if loc, err := decodeLoc(at); err == nil && loc.Seg == e.loc.Seg && loc.Off == e.loc.Off {
+			return fmt.Errorf("%w: %s at offset %d: a bad frame, and the index knows the frame at offset %d of %s after it",
+				ErrDamaged, b.log.path(res.end.Seg), res.end.Off, loc.Off, segName(loc.Seg))
+		}
+	}
+	return nil
 }

@@ -28,8 +28,13 @@ const (
 	// bigger than this gets a segment of its own).
 	SegmentSize = 128 << 20
 
-	frameMagic      = 0x52464d32 // "RFM2"
-	frameHeaderSize = 32
+	// A frame header (frame.go) of store format 6 carries the frame's
+	// synced-through mark; format 5 and older wrote frameMagicV2 headers
+	// without one, which are still read.
+	frameMagic        = 0x52464d33 // "RFM3"
+	frameHeaderSize   = 48
+	frameMagicV2      = 0x52464d32 // "RFM2"
+	frameHeaderV2Size = 32
 	// maxFrame bounds a frame's payload; a header claiming more is damage.
 	maxFrame = 1 << 31
 )
@@ -114,13 +119,23 @@ type segLog struct {
 
 	// dirty is the segments written since the last sync, under dmu, not
 	// mu: a sync starts while a commit still holds mu for its index write.
-	dmu   sync.Mutex
-	dirty map[uint64]*os.File
+	// dirtyEnd is the end of the last frame written into them: what the
+	// next sync makes durable.
+	dmu      sync.Mutex
+	dirty    map[uint64]*os.File
+	dirtyEnd Pos
+
+	// synced is how far the log is known durable: the dirtyEnd of the
+	// last completed sync (or the end a reopen synced). Each frame's
+	// header carries it (its synced-through mark; see recover.go), so
+	// that a scan can tell a frame no sync ever covered from damage.
+	smu    sync.Mutex
+	synced Pos
 
 	syncMu sync.Mutex    // one fdatasync round at a time
 	syncs  atomic.Uint64 // sync rounds so far (the prefill runs while they grow)
 
-	fault func(op string) error // crash tests: "frame", "prefill", "roll"
+	fault func(op string) error // crash tests: "frame", "prefill", "roll", "cut"
 
 	rmu   sync.RWMutex
 	files map[uint64]*os.File
@@ -231,15 +246,45 @@ func (l *segLog) resume(n uint64, end int64) error {
 	defer l.fill.mu.Unlock()
 	l.setEnd(n, end)
 	size := end
-	if f, err := l.file(n); err != nil {
+	f, err := l.file(n)
+	if err != nil {
 		return err
-	} else if fi, err := f.Stat(); err != nil {
+	}
+	if fi, err := f.Stat(); err != nil {
 		return err
 	} else if fi.Size() > end {
 		size = fi.Size()
 	}
 	l.resetFill(size)
+	if l.readOnly {
+		return nil
+	}
+	// The frames a killed writer left unsynced are in the page cache:
+	// sync them before the first mark claims them durable.
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync %s: %w", l.path(n), err)
+	}
+	l.dmu.Lock()
+	l.dirtyEnd = Pos{n, end}
+	l.dmu.Unlock()
+	l.setSynced(Pos{n, end})
 	return nil
+}
+
+// setSynced advances the synced-through mark to p (never back).
+func (l *segLog) setSynced(p Pos) {
+	l.smu.Lock()
+	if posLess(l.synced, p) {
+		l.synced = p
+	}
+	l.smu.Unlock()
+}
+
+// syncedThrough returns the synced-through mark.
+func (l *segLog) syncedThrough() Pos {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.synced
 }
 
 // setEnd sets where the next frame goes. The caller holds mu.
@@ -269,7 +314,7 @@ func (l *segLog) startSegment() error {
 		}
 	}
 	if f, err := l.file(l.active); err == nil {
-		l.markDirty(l.active, f) // the old one's last frames still need a sync
+		l.markDirty(l.active, f, l.end) // the old one's last frames still need a sync
 	}
 	l.setEnd(l.active+1, segHeaderSize)
 	l.resetFill(segHeaderSize)
@@ -296,6 +341,7 @@ func (l *segLog) append(frame frameVec) (Pos, error) {
 		return Pos{}, err
 	}
 	at := Pos{l.active, l.end}
+	setFrameMark(frame, l.syncedThrough())
 	locked := l.end+size > l.fill.filled.Load()
 	if locked {
 		// Past the pre-written space: the frame grows the file, which
@@ -320,7 +366,7 @@ func (l *segLog) append(frame frameVec) (Pos, error) {
 		return Pos{}, fmt.Errorf("append to %s at %d: %w", f.Name(), l.end, err)
 	}
 	l.setEnd(l.active, l.end+size)
-	l.markDirty(l.active, f)
+	l.markDirty(l.active, f, l.end)
 	l.wantFill()
 	return at, nil
 }
@@ -338,10 +384,14 @@ func (l *segLog) cutBack(f *os.File, locked bool) error {
 	return err
 }
 
-// markDirty notes that segment n was written since the last sync.
-func (l *segLog) markDirty(n uint64, f *os.File) {
+// markDirty notes that segment n was written since the last sync, up to
+// end: a sync that takes it (under dmu) makes the log durable to there.
+func (l *segLog) markDirty(n uint64, f *os.File, end int64) {
 	l.dmu.Lock()
 	l.dirty[n] = f
+	if p := (Pos{n, end}); posLess(l.dirtyEnd, p) {
+		l.dirtyEnd = p
+	}
 	l.dmu.Unlock()
 }
 
@@ -393,7 +443,7 @@ func (l *segLog) sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.dmu.Lock()
-	dirty := l.dirty
+	dirty, covered := l.dirty, l.dirtyEnd
 	l.dirty = make(map[uint64]*os.File, 1)
 	l.dmu.Unlock()
 	for n, f := range dirty {
@@ -401,6 +451,10 @@ func (l *segLog) sync() error {
 			return fmt.Errorf("sync %s: %w", l.path(n), err)
 		}
 	}
+	// Everything up to covered was written before it was taken, into a
+	// file just synced or synced before: frames written from now on say
+	// so in their mark.
+	l.setSynced(covered)
 	l.syncs.Add(1)
 	l.kickFill() // the prefill runs while the log is synced
 	return nil

@@ -198,9 +198,9 @@ func openWritable(dir string, opts Options, man *Manifest) (*Journal, error) {
 		if format != storeFormat {
 			// Only now that the log exists: a store of format 2 or
 			// later always has one. From format 2 nothing else changes:
-			// deltas (3), blobs without their names (4) and packs (5)
-			// are written from now on, and older entries read as they
-			// are.
+			// deltas (3), blobs without their names (4), packs (5) and
+			// frames with synced-through marks (6) are written from now
+			// on, and older entries and frames read as they are.
 			if err := txn.Set(keyFormat, formatBytes(storeFormat)); err != nil {
 				return err
 			}
@@ -252,15 +252,16 @@ func openBadger(o badger.Options) (db *badger.DB, err error) {
 
 // checkFormat returns the stored format version and refuses one this
 // reynfs does not read: storeFormat, format 1 (objects inline in Badger,
-// no log), format 2 (no deltas), format 3 (names in the log) and format 4
-// (no packs), which a writable open upgrades.
+// no log), format 2 (no deltas), format 3 (names in the log), format 4
+// (no packs) and format 5 (frames without marks), which a writable open
+// upgrades.
 func checkFormat(v []byte) (int, error) {
 	f, err := parseFormat(v)
 	if err != nil {
 		return 0, err
 	}
 	if f < 1 || f > storeFormat {
-		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d and upgrades 1 to 4", ErrFormat, f, storeFormat)
+		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d and upgrades 1 to 5", ErrFormat, f, storeFormat)
 	}
 	return f, nil
 }
