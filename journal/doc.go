@@ -17,7 +17,7 @@
 //	----------------------  ---------------------------------  -------------
 //	'j' + seq (8 B, BE)     encoded Record                     journal
 //	'r' + seq (8 B, BE)     encoded OpReset Record (index)     journal
-//	"m/format"              store format version, decimal "5"  journal
+//	"m/format"              store format version, decimal "6"  journal
 //	"m/seq"                 highest seq committed (8 B, BE)    journal
 //	"m/k/" + name           daemon bookkeeping (Get/SetMeta)   journal
 //	"m/id"                  random store id (hex)              journal
@@ -165,18 +165,21 @@
 //     catches up with the log in memory: it scans the segments from
 //     "m/logpos" to the end (zeros after the last frame are the log's
 //     pre-written space: its clean end). A complete frame (both
-//     checksums good) is applied to an in-memory tail. The last frame of the last segment
-//     incomplete or failing its checksum, with no intact frame after it,
-//     is a torn tail (a crash during the write, or a power cut before its
-//     sync): it is left out, and a writable open cuts it (ftruncate,
-//     fsync), as it removes a last segment whose creation was torn. A bad
-//     frame followed by an intact one, a bad frame before the last
-//     segment, a missing segment, a segment of another store id or a log
-//     shorter than "m/logpos" is damage: ErrCorrupt naming the file and
-//     offset, never truncated. Then the manifest: a journal (index plus
-//     tail) that ends before the durable seq, lacks the durable generation
-//     record, or belongs to another store id is refused with ErrCorrupt
-//     and a message naming what is missing. A manifest with history beside
+//     checksums good) is applied to an in-memory tail. A bad frame
+//     (incomplete, failing a checksum, or zeros where a frame should be)
+//     that no sync covered, as the synced-through marks of the intact
+//     frames after it show (cas/doc.go, "Power cuts"), is a torn tail (a
+//     crash during the write, or a power cut before its sync): it and
+//     what follows are left out, and a writable open cuts them (later
+//     segments removed, ftruncate, fsync), as it removes a last segment
+//     whose creation was torn. A bad frame that a later frame's mark shows
+//     synced, or that frames without marks (format 5) follow, a missing
+//     segment, a segment of another store id, an index that knows a frame
+//     past the cut, or a log shorter than "m/logpos" is damage: ErrCorrupt
+//     naming the file and offset, never truncated. Then the manifest: a
+//     journal (index plus tail) that ends before the durable seq, lacks
+//     the durable generation record, or belongs to another store id is
+//     refused with ErrCorrupt and a message naming what is missing. A manifest with history beside
 //     an empty or missing Badger directory, or a format-2 store without
 //     its log, is refused the same way, never opened as a new store.
 //   - Only a store that passed all of this is opened writable; it then
@@ -190,8 +193,10 @@
 //     in the page cache; catch-up indexes it (TestKillBetweenFrameAndIndex).
 //   - kill -9 or a power cut during a frame write: a torn tail, cut
 //     (TestTornTailCut); it was never acknowledged as synced.
-//   - a power cut after the last log sync: unsynced frames may be torn or
-//     missing (cut, or nothing to do); Badger may have lost index writes
+//   - a power cut after the last log sync: unsynced frames may be torn,
+//     zeros or missing, in any order (cut at the first bad one, or nothing
+//     to do; cas's TestPowerCutOneSegment and TestPowerCutSegments);
+//     Badger may have lost index writes
 //     since its last checkpoint, and catch-up replays them from the log.
 //   - a power cut that lost synced log data (a lying disk): the journal
 //     ends before the manifest's durable seq: refused as lost history.
