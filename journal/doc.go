@@ -179,9 +179,10 @@
 //     naming the file and offset, never truncated. Then the manifest: a
 //     journal (index plus tail) that ends before the durable seq, lacks
 //     the durable generation record, or belongs to another store id is
-//     refused with ErrCorrupt and a message naming what is missing. A manifest with history beside
-//     an empty or missing Badger directory, or a format-2 store without
-//     its log, is refused the same way, never opened as a new store.
+//     refused with ErrCorrupt and a message naming what is missing. A
+//     manifest with history beside an empty or missing Badger directory,
+//     or a format-2 store without its log, is refused the same way, never
+//     opened as a new store.
 //   - Only a store that passed all of this is opened writable; it then
 //     re-applies the tail to Badger in one batch with "m/logpos" last
 //     (idempotent, so a crash during catch-up only means doing it again)
