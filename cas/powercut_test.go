@@ -486,3 +486,33 @@ func TestPowerCutCutStops(t *testing.T) {
 	}
 	checkCut(t, dir, frs, 1)
 }
+
+// TestMarksAdvance: a frame's mark is where the last completed sync left
+// the log (a reopen starts it at the log's end, which it syncs), never
+// past the frame's own start.
+func TestMarksAdvance(t *testing.T) {
+	dir := t.TempDir()
+	frs := writeFrames(t, dir, []bool{true, false, true, false})
+	more := writeFrames(t, dir, []bool{false}) // after a reopen
+	l, err := openSegLog(filepath.Join(dir, "db.log"), testID, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	_, data, err := l.readSegment(1, segHeaderSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func(i int) Pos { return Pos{1, frs[i].end} }
+	want := []Pos{{1, segHeaderSize}, end(0), end(0), end(2), end(3)}
+	var got []Pos
+	framesAfter(data, segHeaderSize, func(fh frameHeader, at, _ int64) {
+		if !fh.marked || posLess(Pos{1, at}, fh.mark) {
+			t.Errorf("frame at %d: mark %v (marked %v), past its own start", at, fh.mark, fh.marked)
+		}
+		got = append(got, fh.mark)
+	})
+	if !slices.Equal(got, want) || more[0].at != end(3) {
+		t.Fatalf("marks %v, want %v", got, want)
+	}
+}
