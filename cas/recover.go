@@ -318,12 +318,14 @@ func (l *segLog) readSegment(n uint64, off int64) ([]byte, segBytes, error) {
 	return hdr, segBytes{off, data}, nil
 }
 
-// cutTail removes what a crash tore off the end of the log: the torn
-// frame (the last segment is truncated at res.end) or a segment whose
-// creation was torn.
+// cutTail removes what a crash tore off the end of the log: the segments
+// after the cut (one whose creation was torn, or those after a tail no
+// sync covered), then the torn frames (the segment is truncated at
+// res.end).
 func (l *segLog) cutTail(res scanResult) error {
-	// The last segment first: a crash part way leaves a log whose scan
-	// finds the same tail, never a cut segment followed by whole ones.
+	// The last segment first, each removal durable before the next: a
+	// crash part way leaves a log whose scan finds the same tail, never
+	// a gap or a cut segment followed by whole ones.
 	for i := len(res.drop) - 1; i >= 0; i-- {
 		n := res.drop[i]
 		l.rmu.Lock()
@@ -335,15 +337,13 @@ func (l *segLog) cutTail(res scanResult) error {
 		if err := os.Remove(l.path(n)); err != nil {
 			return err
 		}
+		if err := l.dirf.Sync(); err != nil {
+			return err
+		}
 		if l.fault != nil {
 			if err := l.fault("cut"); err != nil {
 				return fmt.Errorf("cut: injected fault: %w", err)
 			}
-		}
-	}
-	if len(res.drop) > 0 {
-		if err := l.dirf.Sync(); err != nil {
-			return err
 		}
 	}
 	if !res.cut {
