@@ -6,9 +6,12 @@ import (
 	"errors"
 	"hash/crc32"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -451,42 +454,6 @@ func setPos(t *testing.T, dir string, p Pos) {
 	}
 }
 
-// TestPowerCutCutStops: the open that cuts a torn tail spanning segments
-// stops after removing the last one ("cut"): the next open finds the same
-// tail and finishes the cut.
-func TestPowerCutCutStops(t *testing.T) {
-	defer func(n int64) { segmentSize = n }(segmentSize)
-	segmentSize = 4096
-	dir := t.TempDir()
-	frs := writeFrames(t, dir, []bool{true, false, false, false})
-	patchSeg(t, dir, 2, zeroFrame(frs[1]))
-	loseIndex(t, dir, frs)
-	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "db")).WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := OpenLogged(db, filepath.Join(dir, "db.log"), LogOptions{ID: testID, Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := errors.New("stopped")
-	s.SetFault(func(op string) error {
-		if op == "cut" {
-			return stop
-		}
-		return nil
-	})
-	if _, err := s.CatchUp(false); !errors.Is(err, stop) {
-		t.Fatalf("catch-up: %v, want it stopped at the cut", err)
-	}
-	_ = s.CloseLog()
-	_ = db.Close()
-	if segs, _ := listSegments(filepath.Join(dir, "db.log")); !slices.Equal(segs, []uint64{1, 2, 3}) {
-		t.Fatalf("segments %v after the stopped cut, want 1 to 3", segs)
-	}
-	checkCut(t, dir, frs, 1)
-}
-
 // TestMarksAdvance: a frame's mark is where the last completed sync left
 // the log (a reopen starts it at the log's end, which it syncs), never
 // past the frame's own start.
@@ -515,4 +482,56 @@ func TestMarksAdvance(t *testing.T) {
 	if !slices.Equal(got, want) || more[0].at != end(3) {
 		t.Fatalf("marks %v, want %v", got, want)
 	}
+}
+
+const cutKillEnv = "REYNFS_CUT_KILL_DIR"
+
+// TestPowerCutKillDuringCut: kill -9 of the open that cuts a torn tail
+// spanning segments, after it removed the last one ("cut"): the next open
+// finds the same tail, finishes the cut and loses nothing synced.
+func TestPowerCutKillDuringCut(t *testing.T) {
+	if dir := os.Getenv(cutKillEnv); dir != "" {
+		db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "db")).WithLogger(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenLogged(db, filepath.Join(dir, "db.log"), LogOptions{ID: testID, Create: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetFault(func(op string) error {
+			if op == "cut" {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			return nil
+		})
+		_, err = s.CatchUp(false)
+		t.Fatalf("catch-up returned (%v) instead of reaching the cut", err)
+	}
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	defer func(n int64) { segmentSize = n }(segmentSize)
+	segmentSize = 4096
+	dir := t.TempDir()
+	frs := writeFrames(t, dir, []bool{true, false, false, false})
+	patchSeg(t, dir, 2, zeroFrame(frs[1]))
+	loseIndex(t, dir, frs)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPowerCutKillDuringCut$", "-test.count=1")
+	cmd.Env = append(os.Environ(), cutKillEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die of SIGKILL at the cut: %v", err)
+	}
+	if segs, _ := listSegments(filepath.Join(dir, "db.log")); !slices.Equal(segs, []uint64{1, 2, 3}) {
+		t.Fatalf("segments %v after the kill, want 1 to 3", segs)
+	}
+	checkCut(t, dir, frs, 1)
 }
