@@ -17,7 +17,7 @@
 //	----------------------  ---------------------------------  -------------
 //	'j' + seq (8 B, BE)     encoded Record                     journal
 //	'r' + seq (8 B, BE)     encoded OpReset Record (index)     journal
-//	"m/format"              store format version, decimal "5"  journal
+//	"m/format"              store format version, decimal "6"  journal
 //	"m/seq"                 highest seq committed (8 B, BE)    journal
 //	"m/k/" + name           daemon bookkeeping (Get/SetMeta)   journal
 //	"m/id"                  random store id (hex)              journal

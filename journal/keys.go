@@ -25,9 +25,11 @@ var (
 // its collector would sweep; 4 logs whole objects without their names
 // (cas/frame.go, entryBare), which a format-3 reader would take for
 // damage; 5 packs small objects (cas/pack.go), whose log entries and
-// index entries a format-4 reader would take for damage. A writable open
-// upgrades 1 to 4.
-const storeFormat = 5
+// index entries a format-4 reader would take for damage; 6 writes compact
+// index entries (cas/loc.go), which a format-5 reader would take for
+// damage. A writable open upgrades 1 to 5 by writing the version: every
+// older entry still reads.
+const storeFormat = 6
 
 // formatLog is the first format with a segment log.
 const formatLog = 2
