@@ -12,7 +12,7 @@ import (
 // bytes, offsets of a few MB in 8, lengths of a few KB in 4), which the
 // index's zstd blocks squeeze only partly: the object index was 1.40 MB of
 // the benchmark's 4.9 MiB store, 0.26 MB of it these values
-// (docs/storage.md, section 7). A compact entry is a tag byte and
+// (docs/storage.md, section 6). A compact entry is a tag byte and
 // uvarints:
 //
 //	0x80|comp  seg off stored raw  [delta: 32-byte base, depth]  [pack: in, packRaw]
