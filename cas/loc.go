@@ -99,3 +99,16 @@ func decodeCompact(b []byte) (Loc, error) {
 	}
 	return l, nil
 }
+
+// SameIndexEntry reports whether a and b are object index entries (values
+// under LogPrefix) that name the same location, whichever form each was
+// written in: an entry a format-5 binary wrote and the compact one a
+// replay writes for the same object are the same entry.
+func SameIndexEntry(a, b []byte) bool {
+	la, err := decodeLoc(a)
+	if err != nil {
+		return false
+	}
+	lb, err := decodeLoc(b)
+	return err == nil && la == lb
+}

@@ -128,3 +128,21 @@ func IndexEntryCompact(db *badger.DB, h Hash) (bool, error) {
 	})
 	return compact, err
 }
+
+// TestSameIndexEntry: the two forms of one location are the same entry;
+// another location, or damage, is not.
+func TestSameIndexEntry(t *testing.T) {
+	cs := locCases()
+	for i, l := range cs {
+		if !SameIndexEntry(l.encode(), l.encodeFixed()) || !SameIndexEntry(l.encodeFixed(), l.encode()) {
+			t.Errorf("%+v: its two forms differ", l)
+		}
+		other := cs[(i+1)%len(cs)]
+		if SameIndexEntry(l.encode(), other.encodeFixed()) {
+			t.Errorf("%+v is the same entry as %+v", l, other)
+		}
+		if SameIndexEntry(l.encode(), l.encode()[:2]) {
+			t.Errorf("%+v is the same entry as its damaged form", l)
+		}
+	}
+}
