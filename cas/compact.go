@@ -1,7 +1,6 @@
 package cas
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -341,7 +340,9 @@ func (b *Badger) appendMoved(batch []stored, old []blobEntry) error {
 			if err != nil {
 				return err
 			}
-			if !bytes.Equal(v, e.loc.encode()) {
+			// Compared decoded: an entry the format-5 code wrote is
+			// fixed-width, encode writes compact ones.
+			if now, err := decodeLoc(v); err != nil || now != e.loc {
 				continue
 			}
 			n := e.loc

@@ -62,12 +62,12 @@
 // index (see journal/doc.go for the other prefixes):
 //
 //	key                          value
-//	'l' (LogPrefix) + 32-byte h  Loc: segment (8 B), offset (8 B), stored
-//	                             length (4 B), raw length (4 B), compression;
-//	                             for a delta also its base (32 B) and the
-//	                             chain's depth (2 B); for an object in a pack
-//	                             its offset in the pack and the pack's raw
-//	                             length (4 B each)
+//	'l' (LogPrefix) + 32-byte h  Loc: compression, segment, offset, stored
+//	                             length, raw length; for a delta also its base
+//	                             (32 B) and the chain's depth; for an object in
+//	                             a pack its offset in the pack and the pack's
+//	                             raw length. Uvarints after a tag byte since
+//	                             format 6 (loc.go); fixed-width before
 //	'o' (KeyPrefix) + 32-byte h  the object's bytes (format 1, read in place)
 //	"m/logpos"                   segment + end offset the index covers
 //

@@ -80,7 +80,11 @@ const (
 	locPackLen  = locLen + 4 + 4
 )
 
-func (l Loc) encode() []byte {
+// encode returns l's index entry, compact (loc.go) since format 6.
+func (l Loc) encode() []byte { return l.encodeCompact() }
+
+// encodeFixed returns l's index entry as formats 2-5 wrote it.
+func (l Loc) encodeFixed() []byte {
 	n := locLen
 	switch l.Comp {
 	case compDelta:
@@ -105,11 +109,15 @@ func (l Loc) encode() []byte {
 	return b
 }
 
-// decodeLoc reads an index entry: locLen bytes for an object stored whole,
+// decodeLoc reads an index entry: a compact one (format 6, loc.go), or
+// as formats 2-5 wrote them, locLen bytes for an object stored whole,
 // locDeltaLen for a delta, locPackLen for an object in a pack (a reader
 // of an older format refuses the longer ones as damage, which is why
-// deltas came with format 3 and packs with 5).
+// deltas came with format 3, packs with 5 and compact entries with 6).
 func decodeLoc(b []byte) (Loc, error) {
+	if len(b) > 0 && b[0]&locCompactTag != 0 {
+		return decodeCompact(b)
+	}
 	if len(b) != locLen && len(b) != locDeltaLen && len(b) != locPackLen {
 		return Loc{}, fmt.Errorf("%w: object index entry of %d bytes, want %d, %d or %d", ErrDamaged, len(b), locLen, locDeltaLen, locPackLen)
 	}

@@ -27,8 +27,10 @@ var (
 // damage; 5 packs small objects (cas/pack.go), whose log entries and
 // index entries a format-4 reader would take for damage; 6 writes each
 // frame's synced-through mark in its header (cas/frame.go), whose frames
-// a format-5 reader would take for a torn tail and cut. A writable open
-// upgrades 1 to 5 (format-5 frames are read as frames without marks).
+// a format-5 reader would take for a torn tail and cut, and compact index
+// entries (cas/loc.go), which a format-5 reader would take for damage. A
+// writable open upgrades 1 to 5 by writing the version: every older entry
+// still reads, and format-5 frames are read as frames without marks.
 const storeFormat = 6
 
 // formatLog is the first format with a segment log.

@@ -261,7 +261,7 @@ func checkFormat(v []byte) (int, error) {
 		return 0, err
 	}
 	if f < 1 || f > storeFormat {
-		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d and upgrades 1 to 5", ErrFormat, f, storeFormat)
+		return 0, fmt.Errorf("%w: store format version %d, this reynfs reads %d and upgrades 1 to %d", ErrFormat, f, storeFormat, storeFormat-1)
 	}
 	return f, nil
 }

@@ -1,52 +1,81 @@
 package journal
 
 import (
+	"bytes"
 	"strconv"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
 
 	"github.com/reynfs/reynfs/cas"
 )
 
-// frameHeads counts the frame headers of the store's log by their size:
-// 32 bytes (format 5 and older, no mark) and 48 (format 6, with one).
-func frameHeads(t *testing.T, dir string) map[int]int {
+// format5Objects are the objects of testdata/format5.tar.gz, a store the
+// format-5 reynfs wrote: seq 1 the first two of format3Objects (one
+// pack), seq 2 the third (a delta on the first), seq 3 a chunk too large
+// for a pack (whole, zstd). Its index entries are fixed-width.
+func format5Objects() [][]byte {
+	o := format3Objects()
+	big := bytes.Repeat([]byte("a whole chunk, zstd-compressed alone, larger than a pack takes. "), 400)
+	return [][]byte{o[0], o[1], o[2], big}
+}
+
+// indexForms counts a store's object index entries by form: compact
+// (format 6, a tag byte with the high bit) or fixed-width.
+func indexForms(t *testing.T, dir string) (compact, fixed int) {
 	t.Helper()
-	heads := map[int]int{}
-	err := cas.LogEntries(LogPath(dir), func(e cas.LogEntry) error {
-		if e.Kind == 'F' {
-			heads[e.Head]++
+	db, err := badger.Open(badgerOptions(dir, zerolog.Nop()).WithReadOnly(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.Prefix = []byte{cas.LogPrefix}
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			err := it.Item().Value(func(v []byte) error {
+				if len(v) > 0 && v[0]&0x80 != 0 {
+					compact++
+				} else {
+					fixed++
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return heads
+	return compact, fixed
 }
 
-// TestUpgradeFormat5: a store the format-5 reynfs wrote (testdata/
-// format5.tar.gz: seq 1 and 2 whole chunks, seq 3 a delta, seq 4 two
-// small objects, each record in a frame without a synced-through mark)
-// is read as it is by a read-only open, which changes nothing; the first
-// writable open writes format 6, whose frames carry marks, after the old
-// ones in the same segment; a replay of the whole mixed log (the index's
-// position lost) finds every record and object again.
+// TestUpgradeFormat5: a store the format-5 code wrote (fixed-width index
+// entries for a pack's objects, a delta and a whole object) is read as it
+// is by a read-only open, which changes nothing; a writable open writes
+// the current format, keeps reading the old entries and writes new ones
+// compact; an index rebuilt from the log is compact throughout.
 func TestUpgradeFormat5(t *testing.T) {
 	dir := untar(t, "format5.tar.gz")
-	o := format3Objects()
-	objs := append(o, []byte("format 5: a small object, packed"), []byte("format 5: another small object, packed with it"))
-	if k := logKinds(t, dir); k['c'] != 4 || k['D'] != 1 {
-		t.Fatalf("fixture log entries %v, want 4 whole blobs and a delta", k)
+	objs := format5Objects()
+	if k := logKinds(t, dir); k['P'] != 1 || k['D'] != 1 || k['c'] != 1 {
+		t.Fatalf("fixture log entries %v, want a pack, a delta and a whole blob", k)
 	}
-	if h := frameHeads(t, dir); h[32] != 4 || len(h) != 1 {
-		t.Fatalf("fixture frame headers by size %v, want 4 of 32 bytes", h)
+	if c, f := indexForms(t, dir); c != 0 || f != 4 {
+		t.Fatalf("fixture index: %d compact and %d fixed-width entries, want 0 and 4", c, f)
 	}
 	sums := storeSums(t, dir)
 	ro, err := Open(dir, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only open of a format-5 store: %v", err)
 	}
-	checkRecords(t, ro, 4)
+	checkRecords(t, ro, 3)
 	checkObjects(t, ro, objs)
 	if f := formatOf(t, ro); f != "5" {
 		t.Fatalf("m/format = %q after a read-only open", f)
@@ -60,28 +89,36 @@ func TestUpgradeFormat5(t *testing.T) {
 	if f := formatOf(t, j); f != strconv.Itoa(storeFormat) {
 		t.Fatalf("m/format = %q after a writable open, want %d", f, storeFormat)
 	}
-	checkRecords(t, j, 4)
+	checkRecords(t, j, 3)
 	checkObjects(t, j, objs)
-	for i := range 2 {
-		b := blobOf("a chunk written after the upgrade to format 6, number " + strconv.Itoa(i))
-		appendT(t, j, &Record{Op: OpData, Ino: 5, Size: uint64(len(b.Data)), Chunks: []Chunk{{0, b.Hash}}}, b)
-		objs = append(objs, b.Data)
-		if err := j.Sync(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b1 := blobOf("a chunk written after the upgrade, packed with the next one")
+	b2 := blobOf("another chunk written after the upgrade")
+	appendT(t, j, &Record{Op: OpData, Ino: 4, Size: cas.ChunkSize + uint64(len(b2.Data)), Chunks: []Chunk{{0, b1.Hash}, {1, b2.Hash}}}, b1, b2)
+	objs = append(objs, b1.Data, b2.Data)
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if h := frameHeads(t, dir); h[32] != 4 || h[48] < 2 {
-		t.Fatalf("frame headers by size after the upgrade %v, want the fixture's 4 of 32 bytes and 48-byte ones", h)
+	if c, f := indexForms(t, dir); c != 2 || f != 4 {
+		t.Fatalf("index after the upgrade: %d compact and %d fixed-width entries, want 2 and 4", c, f)
 	}
 	if m, err := readManifest(ManifestPath(dir)); err != nil || m.Format != storeFormat {
 		t.Fatalf("manifest after the upgrade: %+v, %v", m, err)
 	}
+	j = openT(t, dir, Options{})
+	checkRecords(t, j, 4)
+	checkObjects(t, j, objs)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	dropObjectIndex(t, dir)
 	setLogPos(t, dir, 1, 64) // replay the whole log
 	j = openT(t, dir, Options{})
-	checkRecords(t, j, 6)
+	checkRecords(t, j, 4)
 	checkObjects(t, j, objs)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, f := indexForms(t, dir); c != 6 || f != 0 {
+		t.Fatalf("rebuilt index: %d compact and %d fixed-width entries, want 6 and 0", c, f)
+	}
 }
