@@ -137,7 +137,7 @@ func (f *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResu
 		if err != nil {
 			return nil, f.status("read", err)
 		}
-		return fuse.ReadResultData(buf[:n]), fuse.OK
+		return vectorResult([][]byte{buf[:n]}), fuse.OK
 	}
 	if canSplice(size) {
 		rr, replied, err := f.readSpliced(in, size, buf)
