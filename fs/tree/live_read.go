@@ -208,7 +208,7 @@ func clip(b []byte, off, n int) []byte {
 }
 
 // Move is a part of a read that the store moves into a pipe itself
-// (cas.Splicer, see ReadSplit): n bytes of object h from off on, which
+// (cas.Splicer, see ReadSplit): N bytes of object h from off on, which
 // belong in slot Slot of ReadSplit's vecs (left empty there).
 type Move struct {
 	Slot int
@@ -232,12 +232,12 @@ func (l *Live) ReadSplit(ino uint64, off uint64, size int, scratch []byte) (vecs
 	if sp, ok := l.stage.Store.(cas.Splicer); ok {
 		rest := reads[:0]
 		for _, r := range reads {
-			size, ok := sp.Spliceable(r.h)
+			objSize, ok := sp.Spliceable(r.h)
 			if !ok || l.stage.inMemory(r.h) {
 				rest = append(rest, r)
 				continue
 			}
-			m := min(r.want, max(size-r.in, 0))
+			m := min(r.want, max(objSize-r.in, 0))
 			if m > 0 {
 				moves = append(moves, Move{Slot: r.slot, N: m, h: r.h, off: r.in})
 			}
