@@ -29,6 +29,10 @@ import (
 //     random damage but for one chance in 2^32, as the frame checksums
 //     do; it is no defence against a forged segment, but neither is the
 //     hash once the index can be forged too.
+//   - The mount's bigger READs (fs/splice.go) do not come here for an
+//     object whose location is remembered: its bytes are spliced from
+//     the segment into the reply (splice.go) and, never being in the
+//     daemon's memory, are not checked again after the first read.
 //   - ReadRange reads the pages a request wants of an uncompressed
 //     object straight into the caller's buffer (the FUSE reply buffer):
 //     no allocation, no cache churn for the big sequential reads the

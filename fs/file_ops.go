@@ -125,10 +125,11 @@ func (f *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.St
 	return fuse.OK
 }
 
-// Read replies with the chunks themselves where it can: the store's
-// objects go to the kernel by writev(2) straight from the cache
-// (fuse.ReadResultVector), so a 1 MiB read costs no copy in the daemon;
-// only data still in a write buffer is copied, into buf.
+// Read replies with the chunks themselves where it can: chunks the store
+// verified before are spliced from their segment files (splice.go), the
+// rest go to the kernel by writev(2) straight from the cache or buf
+// (fuse.ReadResultVector); only data still in a write buffer is copied,
+// into buf.
 func (f *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	size := min(len(buf), int(in.Size))
 	if isView(in.NodeId) && f.views != nil {
@@ -136,19 +137,22 @@ func (f *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResu
 		if err != nil {
 			return nil, f.status("read", err)
 		}
-		return fuse.ReadResultData(buf[:n]), fuse.OK
+		return vectorResult([][]byte{buf[:n]}), fuse.OK
+	}
+	if canSplice(size) {
+		rr, replied, err := f.readSpliced(in, size, buf)
+		if err != nil {
+			return nil, f.status("read", err)
+		}
+		if replied {
+			return rr, fuse.OK
+		}
 	}
 	vecs, _, err := f.live.ReadVec(in.NodeId, in.Offset, size, buf)
 	if err != nil {
 		return nil, f.status("read", err)
 	}
-	switch len(vecs) {
-	case 0:
-		return fuse.ReadResultData(nil), fuse.OK
-	case 1:
-		return fuse.ReadResultData(vecs[0]), fuse.OK
-	}
-	return fuse.ReadResultVector(vecs), fuse.OK
+	return vectorResult(vecs), fuse.OK
 }
 
 func (f *FS) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {

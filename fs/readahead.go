@@ -25,9 +25,16 @@ import (
 // made bigger by it, and a short read of a big file ramps up from the
 // kernel's small first window as before.
 
-// readaheadKB is the readahead given to the mount: four READ requests at
-// MaxWrite.
-const readaheadKB = 4 * maxWrite >> 10
+// readaheadKB is the readahead given to the mount: four READ requests of
+// the largest size (maxRead). READs of chunks verified before are spliced
+// (splice.go), which needs READs of half a pipe, 512 KiB: the window is
+// then 2 MiB, four READs in flight as before. fio's warm sequential read
+// of 512 MiB, medians of 6 interleaved runs on a loaded machine (load
+// 8-11; MiB/s, and fio's CPU in ticks): 512 KiB READs with 4 MiB of
+// readahead 895 (29), 2 MiB 865 (26), 1 MiB 940 (24), 512 KiB 836 (24),
+// the loopback 962 (24); cold runs could not tell them apart (250-365
+// MiB/s, old and new alike).
+var readaheadKB = 4 * maxRead >> 10
 
 // bdiDir is where the kernel lists backing devices (a FUSE mount's is
 // named MAJOR:MINOR of its device).

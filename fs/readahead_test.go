@@ -36,7 +36,7 @@ func TestRaiseReadahead(t *testing.T) {
 			t.Errorf("read_ahead_kb %q after raiseReadahead(1024) = %q, want %q", c.cur, b, c.want)
 		}
 	}
-	if readaheadKB != 4096 {
-		t.Errorf("readaheadKB = %d, want four MaxWrite requests (4096)", readaheadKB)
+	if readaheadKB != 4*maxRead>>10 || maxRead > maxWrite || maxRead <= 0 {
+		t.Errorf("readaheadKB = %d, want four READs of maxRead %d (at most MaxWrite)", readaheadKB, maxRead)
 	}
 }

@@ -91,9 +91,11 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		DirectMountStrict: os.Geteuid() == 0,
 		DirectMountFlags:  syscall.MS_NOATIME | syscall.MS_NOSUID | syscall.MS_NODEV,
 		MaxWrite:          maxWrite,
-		Options:           []string{"default_permissions"},
-		AllowOther:        os.Geteuid() == 0,
-		Debug:             opts.Debug,
+		// max_read after go-fuse's own (the last one counts): READs
+		// small enough to splice (splice.go).
+		Options:    []string{"default_permissions", fmt.Sprintf("max_read=%d", maxRead)},
+		AllowOther: os.Geteuid() == 0,
+		Debug:      opts.Debug,
 		// POSIX ACLs as on ext4: the kernel enforces them (and turns on
 		// default_permissions); the umask, default-ACL inheritance and
 		// the mode an access ACL implies are ours (tree/acl.go), and

@@ -206,3 +206,80 @@ func clip(b []byte, off, n int) []byte {
 	}
 	return b[off:min(off+n, len(b))]
 }
+
+// Move is a part of a read that the store moves into a pipe itself
+// (cas.Splicer, see ReadSplit): N bytes of object h from off on, which
+// belong in slot Slot of ReadSplit's vecs (left empty there).
+type Move struct {
+	Slot int
+	N    int
+	h    cas.Hash
+	off  int
+}
+
+// ReadSplit is ReadVec for a reply that can be made in a pipe: the
+// journaled chunks the store can splice (cas.Splicer: stored raw and
+// verified by hash since it was opened) are not read but listed as
+// moves, in slot order, and their slots in vecs are left empty; the rest
+// is read as ReadVec reads it. vecs keeps its empty slots (a reply is
+// vecs and moves, in slot order). Chunks in staging's memory are bytes,
+// never moves: a staged chunk is not in the store yet.
+func (l *Live) ReadSplit(ino uint64, off uint64, size int, scratch []byte) (vecs [][]byte, moves []Move, n int, err error) {
+	vecs, reads, n, err := l.planRead(ino, off, size, scratch, false)
+	if err != nil || len(reads) == 0 {
+		return vecs, nil, n, err
+	}
+	if sp, ok := l.stage.Store.(cas.Splicer); ok {
+		rest := reads[:0]
+		for _, r := range reads {
+			objSize, ok := sp.Spliceable(r.h)
+			if !ok || l.stage.inMemory(r.h) {
+				rest = append(rest, r)
+				continue
+			}
+			m := min(r.want, max(objSize-r.in, 0))
+			if m > 0 {
+				moves = append(moves, Move{Slot: r.slot, N: m, h: r.h, off: r.in})
+			}
+			if m < r.want {
+				vecs[r.slot+1] = zeros[:r.want-m]
+			}
+		}
+		reads = rest
+	}
+	if len(reads) > 0 {
+		if l.afterPlan != nil {
+			l.afterPlan()
+		}
+		err = l.fill(ino, vecs, reads, scratch)
+		if errors.Is(err, cas.ErrNotFound) {
+			vecs, _, n, err = l.planRead(ino, off, size, scratch, true)
+			moves = nil
+		}
+	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return vecs, moves, n, nil
+}
+
+// Splice moves m's bytes into the pipe whose write end is fd (see
+// cas.Splicer.SpliceRange: on an error the reply is to be read again with
+// ReadVec).
+func (l *Live) Splice(m Move, fd int) error {
+	sp, ok := l.stage.Store.(cas.Splicer)
+	if !ok {
+		return errors.New("splice: the store cannot")
+	}
+	return sp.SpliceRange(m.h, m.off, m.N, fd)
+}
+
+// inMemory reports whether h is staged or among the recent chunks (read
+// from memory by readRange, never by the store).
+func (s *staging) inMemory(h cas.Hash) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, staged := s.blobs[h]
+	_, recent := s.recent[h]
+	return staged || recent
+}

@@ -129,6 +129,7 @@ SIDE = [
     ("fio-seqwrite", "fio seq write bs=1M end_fsync", "rate", 0.8, None),
     ("fio-seqread-cold", "fio seq read bs=1M, cold", "rate", 0.8, None),
     ("fio-seqread-warm", "fio seq read bs=1M, warm", "rate", 0.8, None),
+    ("fio-seqread-cached", "fio seq read bs=1M, page cache kept", "rate", 0.8, None),
     ("fio-randread", "fio rand read 4k", "rate", None, None),
     ("fio-randwrite", "fio rand write 4k", "rate", None, None),
     ("fio-fsync4k", "fio 4k write + fsync each", "rate", 1.0, None),
