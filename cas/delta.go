@@ -45,7 +45,10 @@ var ErrBadDelta = errors.New("bad delta")
 //
 // The common prefix and suffix are copied first without an index, eight
 // bytes at a time: a directory with one entry changed costs a compare
-// pass, and only the bytes between them are indexed and scanned.
+// pass, and only the bytes between them are indexed and scanned. When the
+// bytes between are as long in both (an edit in place: a file chunk a
+// write patched, a child hash replaced) they are compared at equal offsets
+// only (appendAligned), with no index at all.
 func Delta(base, target []byte) []byte {
 	out := make([]byte, 0, 16+len(target)/8)
 	out = binary.AppendUvarint(out, uint64(len(base)))
@@ -61,9 +64,44 @@ func Delta(base, target []byte) []byte {
 	if pre > 0 {
 		out = appendCopy(out, 0, pre)
 	}
-	out = appendOps(out, base[pre:len(base)-suf], target[pre:len(target)-suf], pre)
+	if mb, mt := base[pre:len(base)-suf], target[pre:len(target)-suf]; len(mb) == len(mt) {
+		out = appendAligned(out, mb, mt, pre)
+	} else {
+		out = appendOps(out, mb, mt, pre)
+	}
 	if suf > 0 {
 		out = appendCopy(out, len(base)-suf, suf)
+	}
+	return out
+}
+
+// appendAligned appends the ops that make target out of base, of the
+// same length, copying only bytes at the same offset in both: an in-place
+// edit (a write into a chunk, a database rewriting its pages, a directory
+// entry's new child hash) moves nothing, so the equal runs are found by a
+// compare eight bytes at a time instead of appendOps' hash of every
+// offset, which costs some 40 µs on the 4 KiB a random write changed in a
+// 64 KiB chunk. A run shorter than deltaBlock stays in the literal bytes.
+func appendAligned(out, base, target []byte, off int) []byte {
+	lit := 0 // start of the bytes not yet emitted
+	for i := 0; i+deltaBlock <= len(target); {
+		if !equal16(base[i:], target[i:]) {
+			i += 8
+			continue
+		}
+		start := i
+		for start > lit && base[start-1] == target[start-1] {
+			start--
+		}
+		end := i + deltaBlock + matchLen(base[i+deltaBlock:], target[i+deltaBlock:])
+		if start > lit {
+			out = appendInsert(out, target[lit:start])
+		}
+		out = appendCopy(out, off+start, end-start)
+		i, lit = end, end
+	}
+	if lit < len(target) {
+		out = appendInsert(out, target[lit:])
 	}
 	return out
 }

@@ -64,9 +64,11 @@ func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
 	if depth > MaxChain {
 		return stored{}, false
 	}
-	base, err := b.Get(bl.Base)
-	if err != nil {
-		return stored{}, false
+	base := bl.BaseData
+	if base == nil {
+		if base, err = b.Get(bl.Base); err != nil {
+			return stored{}, false
+		}
 	}
 	d := Delta(base, bl.Data)
 	if 2*(len(d)+deltaOverhead) > whole {
@@ -150,10 +152,14 @@ func (b *Badger) checkDelta(h Hash, loc Loc, d []byte) error {
 // cacheWritten caches what a commit wrote with a Base and big enough for
 // a delta: the object is most likely the base of the next version, which
 // a later commit then finds without walking its chain. The data is copied
-// (a PutBatch caller may reuse it).
+// (a PutBatch caller may reuse it). A blob that came with its BaseData is
+// not: its writer (the live tree, for file chunks) hands the next
+// version's base in too, and copying every chunk a random writer
+// rewrites into the cache would cost the committer a 64 KiB copy each and
+// push the inode objects out.
 func (b *Badger) cacheWritten(blobs []Blob, written map[Hash]bool, epoch uint64) {
 	for _, bl := range blobs {
-		if !bl.Base.IsZero() && written[bl.Hash] && len(bl.Data) >= minDeltaObject && len(bl.Data) <= maxDeltaObject {
+		if !bl.Base.IsZero() && bl.BaseData == nil && written[bl.Hash] && len(bl.Data) >= minDeltaObject && len(bl.Data) <= maxDeltaObject {
 			b.cache.add(bl.Hash, bytes.Clone(bl.Data), epoch)
 		}
 	}
