@@ -164,6 +164,11 @@ type ChunkSum struct {
 // covers no whole slot. The work is shared among the CPUs when there is
 // enough of it, and each chunk is hashed right after its copy, while its
 // bytes are in the cache.
+//
+// Only the first chunk is judged for compressibility on the full sample
+// (cas.Incompressible); when it looks random, the others are judged on
+// the quick one (cas.IncompressibleQuick), and only when it does not do
+// they get the full check too.
 func WholeChunks(p []byte, off uint64) ([][]byte, []ChunkSum) {
 	skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
 	if uint64(len(p)) < skip+cas.ChunkSize {
@@ -175,8 +180,26 @@ func WholeChunks(p []byte, off uint64) ([][]byte, []ChunkSum) {
 		at := skip + uint64(i)*cas.ChunkSize
 		// A copy, not make and copy: the buffer is not cleared first.
 		bufs[i] = bytes.Clone(p[at : at+cas.ChunkSize])
-		sums[i] = sumOf(bufs[i])
+		if i == 0 {
+			sums[i] = sumOf(bufs[i])
+			return
+		}
+		if !allZero(bufs[i]) {
+			sums[i] = ChunkSum{Hash: cas.Sum(bufs[i]), Raw: cas.IncompressibleQuick(bufs[i])}
+		}
 	})
+	if k > 1 && !sums[0].Raw {
+		var again []int
+		for i := 1; i < k; i++ {
+			if sums[i].Raw {
+				again = append(again, i)
+			}
+		}
+		parallel(len(again), len(again)*cas.ChunkSize, func(j int) {
+			i := again[j]
+			sums[i].Raw = cas.Incompressible(bufs[i])
+		})
+	}
 	return bufs, sums
 }
 

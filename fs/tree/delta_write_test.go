@@ -116,3 +116,47 @@ func TestWholeChunkWriteNamesNoBase(t *testing.T) {
 		t.Errorf("chunk 1, overwritten whole: names base %s", blobs[1].Base.Short())
 	}
 }
+
+// TestWholeChunksJudgesLikeIncompressible: the chunks of one write are
+// judged on the quick sample only after the first one looked random; a
+// text chunk among random ones is still found compressible, and every
+// hash is the hash of its chunk.
+func TestWholeChunksJudgesLikeIncompressible(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	random := make([]byte, cas.ChunkSize)
+	text := bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog\n"), cas.ChunkSize/44+1)[:cas.ChunkSize]
+	for _, kinds := range []string{"rrrrrrrr", "rrtrrzrt", "trrrtr", "zrrr", "t"} {
+		var p []byte
+		for _, k := range kinds {
+			for i := range random {
+				random[i] = byte(rng.Uint32())
+			}
+			switch k {
+			case 'r':
+				p = append(p, random...)
+			case 't':
+				p = append(p, text...)
+			case 'z':
+				p = append(p, make([]byte, cas.ChunkSize)...)
+			}
+		}
+		bufs, sums := WholeChunks(p, 0)
+		if len(bufs) != len(kinds) {
+			t.Fatalf("%s: %d chunks", kinds, len(bufs))
+		}
+		for i, b := range bufs {
+			if kinds[i] == 'z' {
+				if !sums[i].Hash.IsZero() {
+					t.Errorf("%s: chunk %d of zeros has a hash", kinds, i)
+				}
+				continue
+			}
+			if sums[i].Hash != cas.Sum(b) || !bytes.Equal(b, p[i*cas.ChunkSize:(i+1)*cas.ChunkSize]) {
+				t.Fatalf("%s: chunk %d: wrong copy or hash", kinds, i)
+			}
+			if want := kinds[i] == 'r'; sums[i].Raw != want {
+				t.Errorf("%s: chunk %d: Raw %v", kinds, i, sums[i].Raw)
+			}
+		}
+	}
+}
