@@ -42,15 +42,15 @@ func TestDeltaAligned(t *testing.T) {
 // TestDeltaBaseData: file chunks come with their base's bytes (the live
 // tree's read-modify-write has them): a line of 4 KiB appends and page
 // rewrites is stored as deltas of about 4 KiB, a chain of more than
-// MaxChain versions included, and every version reads back from a fresh
-// open. A version whose BaseData is dropped on the way still reads.
+// MaxDataChain versions included (one in MaxDataChain+1 is whole), and
+// every version reads back from a fresh open.
 func TestDeltaBaseData(t *testing.T) {
 	dir := t.TempDir()
 	s, db := openLogged(t, dir)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var vs [][]byte
 	cur := castest.Data(9, 4096)
-	for i := range 2*cas.MaxChain + 3 {
+	for i := range 2*cas.MaxDataChain + 3 {
 		next := bytes.Clone(cur)
 		if len(next) < cas.ChunkSize {
 			next = append(next, castest.Data(uint64(100+i), 4096)...)
@@ -81,8 +81,9 @@ func TestDeltaBaseData(t *testing.T) {
 			t.Errorf("version %d: %d bytes stored, neither whole nor a small delta", i, sizes[h])
 		}
 	}
-	if small < len(hs)-4 {
-		t.Errorf("%d of %d versions stored as small deltas", small, len(hs))
+	// The first version and one in MaxDataChain+1 after it are whole.
+	if whole, want := len(hs)-small, (len(hs)+cas.MaxDataChain)/(cas.MaxDataChain+1); whole != want {
+		t.Errorf("%d of %d versions stored whole, want %d (MaxDataChain %d)", whole, len(hs), want, cas.MaxDataChain)
 	}
 	closeLogged(t, s, db)
 	s, db = openLogged(t, dir)

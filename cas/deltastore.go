@@ -27,6 +27,15 @@ import (
 // by the tree, so cold reads are rare (mount, rewind): 32.
 var MaxChain = 32
 
+// MaxDataChain is MaxChain for file chunks (blobs that bring their
+// BaseData): a 64 KiB chunk costs a link more to read than a directory
+// (the copy of the whole chunk per link), and a file is read cold more
+// often than a directory, which the tree holds once read. At 16 a chunk
+// rewritten 4 KiB at a time stores one version in 17 whole: some 8 KiB
+// a write where every version whole is 64 KiB, and a cold read applies
+// at most 16 deltas.
+var MaxDataChain = 16
+
 // maxDepth bounds the chain a read follows, whatever the entries say: a
 // damaged index entry cannot send a read round a cycle.
 const maxDepth = 1 << 12
@@ -61,7 +70,7 @@ func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
 	if inLog && loc.Comp == compDelta {
 		depth += int(loc.Depth)
 	}
-	if depth > MaxChain {
+	if depth > MaxChain || bl.BaseData != nil && depth > MaxDataChain {
 		return stored{}, false
 	}
 	base := bl.BaseData
