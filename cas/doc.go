@@ -83,7 +83,9 @@
 // when that saves at least an eighth, else stored raw; a chunk whose
 // first 4 KiB look random (entropy.go: an LZ parse and the entropy of the
 // rest estimate a saving under a tenth) is stored raw without a zstd
-// attempt, and a big one is judged by zstd on that sample. The writer
+// attempt, and a big one is judged by zstd on that sample (the live tree
+// judges a write's later whole chunks on 1 KiB once its first one looked
+// random: IncompressibleQuick, passed on as Blob.Raw). The writer
 // appends with pwritev (the blobs' bytes from their own buffers, never
 // copied into the frame), never through a mapping, so a full disk is ENOSPC;
 // a failed or short write is cut back to the frame's start. It rolls to a
