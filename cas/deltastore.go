@@ -28,13 +28,15 @@ import (
 var MaxChain = 32
 
 // MaxDataChain is MaxChain for file chunks (blobs that bring their
-// BaseData): a 64 KiB chunk costs a link more to read than a directory
-// (the copy of the whole chunk per link), and a file is read cold more
-// often than a directory, which the tree holds once read. At 16 a chunk
-// rewritten 4 KiB at a time stores one version in 17 whole: some 8 KiB
-// a write where every version whole is 64 KiB, and a cold read applies
-// at most 16 deltas.
-var MaxDataChain = 16
+// BaseData): a link of a 64 KiB chunk's chain costs far more to read
+// than a directory's (BenchmarkGetDataChain, cold, loaded machine: whole
+// 33-46 us, 8 deltas 200-370 us, 16 deltas 260-320 us: a lookup, a pread
+// and a copy of the whole chunk per link), a file is read cold more often
+// than a directory (which the tree holds once read), and a random
+// writer's read-modify-write of a chunk no cache holds walks its chain.
+// At 8 a chunk rewritten 4 KiB at a time stores one version in 9 whole:
+// some 11 KiB a write where every version whole is 64 KiB.
+var MaxDataChain = 8
 
 // maxDepth bounds the chain a read follows, whatever the entries say: a
 // damaged index entry cannot send a read round a cycle.

@@ -165,7 +165,7 @@
 // a quarter of the chunk. Such a delta is usually in-place, which Delta
 // finds by an aligned compare instead of indexing the base. The price is
 // the read of a cold chunk: it walks the chain, which for file chunks is
-// bounded tighter (MaxDataChain, 16: a link costs a copy of the chunk).
+// bounded tighter (MaxDataChain, 8: a link costs a copy of the chunk).
 //
 // Get walks a delta's chain down to a cached or whole object (a lookup
 // and a pread per link, no hashing), applies the deltas upward and checks
