@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -45,7 +46,10 @@ var ErrBadDelta = errors.New("bad delta")
 //
 // The common prefix and suffix are copied first without an index, eight
 // bytes at a time: a directory with one entry changed costs a compare
-// pass, and only the bytes between them are indexed and scanned.
+// pass, and only the bytes between them are indexed and scanned. When the
+// bytes between are as long in both (an edit in place: a file chunk a
+// write patched, a child hash replaced) they are compared at equal offsets
+// only (appendAligned), with no index at all.
 func Delta(base, target []byte) []byte {
 	out := make([]byte, 0, 16+len(target)/8)
 	out = binary.AppendUvarint(out, uint64(len(base)))
@@ -61,9 +65,44 @@ func Delta(base, target []byte) []byte {
 	if pre > 0 {
 		out = appendCopy(out, 0, pre)
 	}
-	out = appendOps(out, base[pre:len(base)-suf], target[pre:len(target)-suf], pre)
+	if mb, mt := base[pre:len(base)-suf], target[pre:len(target)-suf]; len(mb) == len(mt) {
+		out = appendAligned(out, mb, mt, pre)
+	} else {
+		out = appendOps(out, mb, mt, pre)
+	}
 	if suf > 0 {
 		out = appendCopy(out, len(base)-suf, suf)
+	}
+	return out
+}
+
+// appendAligned appends the ops that make target out of base, of the
+// same length, copying only bytes at the same offset in both: an in-place
+// edit (a write into a chunk, a database rewriting its pages, a directory
+// entry's new child hash) moves nothing, so the equal runs are found by a
+// compare eight bytes at a time instead of appendOps' hash of every
+// offset, which costs some 40 µs on the 4 KiB a random write changed in a
+// 64 KiB chunk. A run shorter than deltaBlock stays in the literal bytes.
+func appendAligned(out, base, target []byte, off int) []byte {
+	lit := 0 // start of the bytes not yet emitted
+	for i := 0; i+deltaBlock <= len(target); {
+		if !equal16(base[i:], target[i:]) {
+			i += 8
+			continue
+		}
+		start := i
+		for start > lit && base[start-1] == target[start-1] {
+			start--
+		}
+		end := i + deltaBlock + matchLen(base[i+deltaBlock:], target[i+deltaBlock:])
+		if start > lit {
+			out = appendInsert(out, target[lit:start])
+		}
+		out = appendCopy(out, off+start, end-start)
+		i, lit = end, end
+	}
+	if lit < len(target) {
+		out = appendInsert(out, target[lit:])
 	}
 	return out
 }
@@ -129,11 +168,23 @@ func blockHash(p []byte, shift uint) uint64 {
 	return (a*0x9E3779B97F4A7C15 ^ bits.RotateLeft64(b*0xC2B2AE3D27D4EB4F, 31)) >> shift
 }
 
+// matchBlock is the span matchLen and matchLenBack compare with
+// bytes.Equal (vector instructions), after spans of 16 of it, before they
+// find the first differing byte eight bytes at a time: a 64 KiB file chunk with 4 KiB changed is
+// compared at some 20 GB/s instead of 3 (the word loop alone was a tenth
+// of the daemon's CPU under fio's random writes).
+const matchBlock = 256
+
 // matchLen returns the length of the common prefix of a and b, compared
 // eight bytes at a time (a directory's versions share kilobytes).
 func matchLen(a, b []byte) int {
 	n := min(len(a), len(b))
 	i := 0
+	for _, blk := range [...]int{16 * matchBlock, matchBlock} {
+		for i+blk <= n && bytes.Equal(a[i:i+blk], b[i:i+blk]) {
+			i += blk
+		}
+	}
 	for ; i+8 <= n; i += 8 {
 		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
 			return i + bits.TrailingZeros64(x)/8
@@ -149,6 +200,11 @@ func matchLen(a, b []byte) int {
 func matchLenBack(a, b []byte) int {
 	n := min(len(a), len(b))
 	i := 0
+	for _, blk := range [...]int{16 * matchBlock, matchBlock} {
+		for i+blk <= n && bytes.Equal(a[len(a)-i-blk:len(a)-i], b[len(b)-i-blk:len(b)-i]) {
+			i += blk
+		}
+	}
 	for ; i+8 <= n; i += 8 {
 		x := binary.LittleEndian.Uint64(a[len(a)-i-8:]) ^ binary.LittleEndian.Uint64(b[len(b)-i-8:])
 		if x != 0 {

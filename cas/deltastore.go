@@ -27,6 +27,17 @@ import (
 // by the tree, so cold reads are rare (mount, rewind): 32.
 var MaxChain = 32
 
+// MaxDataChain is MaxChain for file chunks (blobs that bring their
+// BaseData): a link of a 64 KiB chunk's chain costs far more to read
+// than a directory's (BenchmarkGetDataChain, cold, loaded machine: whole
+// 33-46 us, 8 deltas 200-370 us, 16 deltas 260-320 us: a lookup, a pread
+// and a copy of the whole chunk per link), a file is read cold more often
+// than a directory (which the tree holds once read), and a random
+// writer's read-modify-write of a chunk no cache holds walks its chain.
+// At 8 a chunk rewritten 4 KiB at a time stores one version in 9 whole:
+// some 11 KiB a write where every version whole is 64 KiB.
+var MaxDataChain = 8
+
 // maxDepth bounds the chain a read follows, whatever the entries say: a
 // damaged index entry cannot send a read round a cycle.
 const maxDepth = 1 << 12
@@ -61,12 +72,14 @@ func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
 	if inLog && loc.Comp == compDelta {
 		depth += int(loc.Depth)
 	}
-	if depth > MaxChain {
+	if depth > MaxChain || bl.BaseData != nil && depth > MaxDataChain {
 		return stored{}, false
 	}
-	base, err := b.Get(bl.Base)
-	if err != nil {
-		return stored{}, false
+	base := bl.BaseData
+	if base == nil {
+		if base, err = b.Get(bl.Base); err != nil {
+			return stored{}, false
+		}
 	}
 	d := Delta(base, bl.Data)
 	if 2*(len(d)+deltaOverhead) > whole {
@@ -150,10 +163,14 @@ func (b *Badger) checkDelta(h Hash, loc Loc, d []byte) error {
 // cacheWritten caches what a commit wrote with a Base and big enough for
 // a delta: the object is most likely the base of the next version, which
 // a later commit then finds without walking its chain. The data is copied
-// (a PutBatch caller may reuse it).
+// (a PutBatch caller may reuse it). A blob that came with its BaseData is
+// not: its writer (the live tree, for file chunks) hands the next
+// version's base in too, and copying every chunk a random writer
+// rewrites into the cache would cost the committer a 64 KiB copy each and
+// push the inode objects out.
 func (b *Badger) cacheWritten(blobs []Blob, written map[Hash]bool, epoch uint64) {
 	for _, bl := range blobs {
-		if !bl.Base.IsZero() && written[bl.Hash] && len(bl.Data) >= minDeltaObject && len(bl.Data) <= maxDeltaObject {
+		if !bl.Base.IsZero() && bl.BaseData == nil && written[bl.Hash] && len(bl.Data) >= minDeltaObject && len(bl.Data) <= maxDeltaObject {
 			b.cache.add(bl.Hash, bytes.Clone(bl.Data), epoch)
 		}
 	}

@@ -102,3 +102,39 @@ func BenchmarkCommitVersion(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetDataChain reads a 64 KiB file chunk cold (no cache) at the
+// end of a chain of depth deltas, each version one 4 KiB page rewritten
+// (a random writer's chunk; MaxDataChain bounds the depth at 8).
+func BenchmarkGetDataChain(b *testing.B) {
+	for _, depth := range []int{0, 4, 8, 16} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			s := openBenchLogged(b)
+			v := make([]byte, ChunkSize)
+			for j := 0; j+8 <= len(v); j += 8 {
+				binary.LittleEndian.PutUint64(v[j:], uint64(j)*0x9E3779B97F4A7C15+7)
+			}
+			var prev []byte
+			var h, base Hash
+			for i := 0; i <= depth; i++ {
+				v = bytes.Clone(v)
+				page := (i * 7 % 16) * 4096
+				for j := page; j < page+4096; j += 8 {
+					binary.LittleEndian.PutUint64(v[j:], uint64(i+j)*0xC2B2AE3D27D4EB4F)
+				}
+				h = Sum(v)
+				if err := s.PutBatch([]Blob{{Hash: h, Data: v, Base: base, BaseData: prev, Raw: true}}); err != nil {
+					b.Fatal(err)
+				}
+				prev, base = v, h
+			}
+			s.cache = newCache(0)
+			b.SetBytes(ChunkSize)
+			for b.Loop() {
+				if _, err := s.Get(h); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -274,16 +274,25 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			}
 		}
 		s := stored{h: bl.Hash, raw: len(bl.Data), comp: compRaw, data: bl.Data}
-		isSmall := packing && len(bl.Data) <= packObjectMax
-		if !isSmall && !bl.Raw && len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
-			c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
-			if len(c) <= len(bl.Data)-len(bl.Data)/8 {
-				s.comp, s.data = compZstd, c
-			}
-		}
+		// A delta first: a chunk a small write changed is a few KiB
+		// against its 64 KiB, and then not worth a compression attempt.
+		var d stored
+		var delta bool
 		if !bl.Base.IsZero() {
 			bases = true
-			if d, ok := b.asDelta(bl, len(s.data)); ok {
+			d, delta = b.asDelta(bl, len(bl.Data))
+		}
+		isSmall := packing && len(bl.Data) <= packObjectMax
+		if delta && 4*(len(d.data)+deltaOverhead) <= len(bl.Data) {
+			s, isSmall = d, false
+		} else {
+			if !isSmall && !bl.Raw && len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
+				c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
+				if len(c) <= len(bl.Data)-len(bl.Data)/8 {
+					s.comp, s.data = compZstd, c
+				}
+			}
+			if delta && 2*(len(d.data)+deltaOverhead) <= len(s.data) {
 				s = d
 			}
 		}

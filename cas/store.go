@@ -26,6 +26,14 @@ type Blob struct {
 	// cannot, or a Base it does not hold, stores Data whole. It never
 	// changes what Get returns.
 	Base Hash
+	// BaseData, when set, holds the bytes of Base, which the caller has
+	// in hand (the live tree's read-modify-write of a chunk read them,
+	// verified, from this store): the store then builds the delta without
+	// reading the base itself, and does not cache Data as the next
+	// version's base (the caller keeps that). It must be exactly the
+	// object Base names, as a PutFresh caller's Hash must be Sum(Data):
+	// a wrong one makes a delta that Get reports as ErrCorrupt.
+	BaseData []byte
 	// Raw: the writer found Data incompressible (Incompressible), so a
 	// store keeps it as it is without judging it again. The live tree
 	// judges its chunks on several CPUs while it hashes them, which takes

@@ -101,6 +101,9 @@ func (t *Tree) pendingChunkFrom(n *Node, idx, length uint64, pre Prefetched) ([]
 				return nil, err
 			}
 		}
+		if len(cur) > 0 {
+			t.setBase(n, idx, cas.Blob{Hash: n.chunks[idx], Data: cur})
+		}
 		if uint64(len(cur)) >= length {
 			// A copy of the stored chunk, not make and copy: the
 			// buffer is not cleared first (a random write's
@@ -161,6 +164,11 @@ type ChunkSum struct {
 // covers no whole slot. The work is shared among the CPUs when there is
 // enough of it, and each chunk is hashed right after its copy, while its
 // bytes are in the cache.
+//
+// Only the first chunk is judged for compressibility on the full sample
+// (cas.Incompressible); when it looks random, the others are judged on
+// the quick one (cas.IncompressibleQuick), and only when it does not do
+// they get the full check too.
 func WholeChunks(p []byte, off uint64) ([][]byte, []ChunkSum) {
 	skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
 	if uint64(len(p)) < skip+cas.ChunkSize {
@@ -172,8 +180,26 @@ func WholeChunks(p []byte, off uint64) ([][]byte, []ChunkSum) {
 		at := skip + uint64(i)*cas.ChunkSize
 		// A copy, not make and copy: the buffer is not cleared first.
 		bufs[i] = bytes.Clone(p[at : at+cas.ChunkSize])
-		sums[i] = sumOf(bufs[i])
+		if i == 0 {
+			sums[i] = sumOf(bufs[i])
+			return
+		}
+		if !allZero(bufs[i]) {
+			sums[i] = ChunkSum{Hash: cas.Sum(bufs[i]), Raw: cas.IncompressibleQuick(bufs[i])}
+		}
 	})
+	if k > 1 && !sums[0].Raw {
+		var again []int
+		for i := 1; i < k; i++ {
+			if sums[i].Raw {
+				again = append(again, i)
+			}
+		}
+		parallel(len(again), len(again)*cas.ChunkSize, func(j int) {
+			i := again[j]
+			sums[i].Raw = cas.Incompressible(bufs[i])
+		})
+	}
 	return bufs, sums
 }
 
@@ -235,6 +261,32 @@ func (t *Tree) unsum(n *Node, idx uint64) {
 	}
 }
 
+// setBase notes b, the stored chunk (hash and verified bytes) that n's
+// pending chunk idx was read from for a read-modify-write: Flush names it
+// as the new chunk's Blob.Base and hands its bytes in, so the store can
+// keep a chunk a 4 KiB write changed as a delta of some 4 KiB against it
+// instead of 64 KiB again (an fsync'd append, a database page, a random
+// writer), without reading the base back. unbase forgets it when the
+// slot is replaced wholly (a whole-chunk write, a hole, a cut): a delta
+// against unrelated bytes is only work for the committer.
+func (t *Tree) setBase(n *Node, idx uint64, b cas.Blob) {
+	if t.bases == nil {
+		t.bases = map[*Node]map[uint64]cas.Blob{}
+	}
+	m := t.bases[n]
+	if m == nil {
+		m = map[uint64]cas.Blob{}
+		t.bases[n] = m
+	}
+	m[idx] = b
+}
+
+func (t *Tree) unbase(n *Node, idx uint64) {
+	if m := t.bases[n]; m != nil {
+		delete(m, idx)
+	}
+}
+
 // WriteAtFrom is WriteAt that takes what the caller prepared before its
 // lock where it still holds (see Prepared); pre may be nil.
 func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepared) error {
@@ -268,6 +320,7 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepar
 			if n.pending == nil {
 				n.pending = map[uint64][]byte{}
 			}
+			t.unbase(n, idx)
 			if whole < len(bufs) {
 				// The copy made before the lock, which holds
 				// exactly the bytes summed.
@@ -342,6 +395,7 @@ func (t *Tree) Truncate(n *Node, size uint64, now int64) error {
 			if idx >= count {
 				delete(n.pending, idx)
 				t.unsum(n, idx)
+				t.unbase(n, idx)
 			}
 		}
 		// Committed chunks past the cut become pending holes, so that
@@ -387,6 +441,7 @@ func (t *Tree) ZeroRange(n *Node, off, length uint64, now int64) error {
 		} else if in == 0 && (want == cas.ChunkSize || pos+want == n.Size) {
 			n.pending[idx] = nil // a hole
 			t.unsum(n, idx)
+			t.unbase(n, idx)
 		} else {
 			b, err := t.pendingChunk(n, idx, 0)
 			if err != nil {
@@ -442,6 +497,7 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 	sums := make([]ChunkSum, 0, len(idxs))
 	var todo [][]byte // the buffers still to hash, and where their hashes go
 	var at []int
+	var idxOf []uint64 // and their chunk indexes
 	known := t.sums[n]
 	for _, idx := range idxs {
 		if idx >= count {
@@ -457,8 +513,18 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		sums = append(sums, ChunkSum{})
 		todo = append(todo, b)
 		at = append(at, len(sums)-1)
+		idxOf = append(idxOf, idx)
 	}
-	parallel(len(todo), len(todo)*cas.ChunkSize, func(i int) { sums[at[i]] = sumOf(todo[i]) })
+	bases := t.bases[n]
+	parallel(len(todo), len(todo)*cas.ChunkSize, func(i int) {
+		if _, based := bases[idxOf[i]]; based && !allZero(todo[i]) {
+			// Most likely stored as a delta: the committer judges
+			// its compressibility only if that fails.
+			sums[at[i]] = ChunkSum{Hash: cas.Sum(todo[i])}
+			return
+		}
+		sums[at[i]] = sumOf(todo[i])
+	})
 	var blobs []cas.Blob
 	k := 0
 	for _, idx := range idxs {
@@ -475,7 +541,11 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 			}
 			continue
 		}
-		blobs = append(blobs, cas.Blob{Hash: sum.Hash, Data: b, Raw: sum.Raw})
+		bl := cas.Blob{Hash: sum.Hash, Data: b, Raw: sum.Raw}
+		if base, ok := bases[idx]; ok {
+			bl.Base, bl.BaseData = base.Hash, base.Data
+		}
+		blobs = append(blobs, bl)
 		r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: sum.Hash})
 	}
 	return r, blobs
@@ -497,9 +567,12 @@ func (n *Node) punch(hs []journal.HoleRange) {
 // ClearPending drops the pending buffers once their record is applied.
 func (n *Node) ClearPending() { n.pending = nil }
 
-// dropSums forgets the hashes noted for n's pending chunks (see sum),
-// when its buffers are dropped.
-func (t *Tree) dropSums(n *Node) { delete(t.sums, n) }
+// dropSums forgets the hashes and bases noted for n's pending chunks
+// (see sum and setBase), when its buffers are dropped.
+func (t *Tree) dropSums(n *Node) {
+	delete(t.sums, n)
+	delete(t.bases, n)
+}
 
 var zeroChunk [cas.ChunkSize]byte
 

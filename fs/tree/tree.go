@@ -21,6 +21,9 @@ type Tree struct {
 	// sums: hashes of whole pending chunks computed before the live
 	// lock (content.go), by node and chunk index.
 	sums map[*Node]map[uint64]ChunkSum
+	// bases: the stored chunk each read-modify-written pending chunk
+	// was made from, by node and chunk index (content.go, setBase).
+	bases map[*Node]map[uint64]cas.Blob
 }
 
 // New returns a tree holding only an empty root directory.

@@ -1,0 +1,164 @@
+package tree
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
+)
+
+// TestSmallWritesStoreDeltas: a 4 KiB write into a stored chunk (a
+// random writer) and a 4 KiB append to a partial one (fio's write +
+// fsync) each add a few KiB to the log, not the whole 64 KiB chunk again,
+// and the file reads back as written, live and after replay. Before
+// chunks named their base, each fsync here logged the whole chunk.
+func TestSmallWritesStoreDeltas(t *testing.T) {
+	l, j := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(4, 2))
+	random := func(n int) []byte {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(rng.Uint32())
+		}
+		return p
+	}
+	model := random(4 * cas.ChunkSize)
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, model, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fsync(testCaller, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 24
+	before := j.Objects().LogBytes()
+	for i := range rounds {
+		p := random(4096)
+		off := uint64(rng.IntN(len(model)/4096)) * 4096
+		if i%2 == 1 { // an append
+			off = uint64(len(model))
+			model = append(model, p...)
+		} else {
+			copy(model[off:], p)
+		}
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, off, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Fsync(testCaller, st.Ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grew := j.Objects().LogBytes() - before
+	// A delta of 4 KiB plus its frame and entries; a whole chunk would be
+	// 16 times that.
+	if per := grew / rounds; per > 8<<10 {
+		t.Errorf("each 4 KiB write + fsync logged %d bytes", per)
+	} else {
+		t.Logf("each 4 KiB write + fsync logged %d bytes", per)
+	}
+	check := func(what string, tr *Tree) {
+		t.Helper()
+		n := tr.nodes[st.Ino]
+		got := make([]byte, len(model)+10)
+		k, err := tr.ReadAt(n, got, 0)
+		if err != nil || !bytes.Equal(got[:k], model) {
+			t.Fatalf("%s: read %d bytes (%v), differs from what was written", what, k, err)
+		}
+	}
+	l.mu.RLock()
+	check("live", l.t)
+	l.mu.RUnlock()
+	check("replay", replay(t, j))
+}
+
+// TestWholeChunkWriteNamesNoBase: a slot overwritten whole after a
+// read-modify-write started in it no longer names the old chunk as its
+// base (a delta against unrelated bytes is only work for the committer),
+// and one that was only patched names the chunk it was read from.
+func TestWholeChunkWriteNamesNoBase(t *testing.T) {
+	l, _ := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 2*cas.ChunkSize/16)
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, data, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fsync(testCaller, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.RLock()
+	old := append([]cas.Hash(nil), l.t.nodes[st.Ino].chunks...)
+	l.mu.RUnlock()
+	for _, w := range []struct {
+		off uint64
+		n   int
+	}{{10, 100}, {cas.ChunkSize + 10, 100}, {cas.ChunkSize, cas.ChunkSize}} {
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, bytes.Repeat([]byte{'x'}, w.n), w.off, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, blobs := l.t.Flush(l.t.nodes[st.Ino], journal.DataWrite)
+	if len(blobs) != 2 || len(r.Chunks) != 2 {
+		t.Fatalf("flush: %d blobs, %d chunks", len(blobs), len(r.Chunks))
+	}
+	if blobs[0].Base != old[0] || !bytes.Equal(blobs[0].BaseData, data[:cas.ChunkSize]) {
+		t.Errorf("patched chunk 0: base %s with %d bytes, want %s", blobs[0].Base.Short(), len(blobs[0].BaseData), old[0].Short())
+	}
+	if !blobs[1].Base.IsZero() || blobs[1].BaseData != nil {
+		t.Errorf("chunk 1, overwritten whole: names base %s", blobs[1].Base.Short())
+	}
+}
+
+// TestWholeChunksJudgesLikeIncompressible: the chunks of one write are
+// judged on the quick sample only after the first one looked random; a
+// text chunk among random ones is still found compressible, and every
+// hash is the hash of its chunk.
+func TestWholeChunksJudgesLikeIncompressible(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	random := make([]byte, cas.ChunkSize)
+	text := bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog\n"), cas.ChunkSize/44+1)[:cas.ChunkSize]
+	for _, kinds := range []string{"rrrrrrrr", "rrtrrzrt", "trrrtr", "zrrr", "t"} {
+		var p []byte
+		for _, k := range kinds {
+			for i := range random {
+				random[i] = byte(rng.Uint32())
+			}
+			switch k {
+			case 'r':
+				p = append(p, random...)
+			case 't':
+				p = append(p, text...)
+			case 'z':
+				p = append(p, make([]byte, cas.ChunkSize)...)
+			}
+		}
+		bufs, sums := WholeChunks(p, 0)
+		if len(bufs) != len(kinds) {
+			t.Fatalf("%s: %d chunks", kinds, len(bufs))
+		}
+		for i, b := range bufs {
+			if kinds[i] == 'z' {
+				if !sums[i].Hash.IsZero() {
+					t.Errorf("%s: chunk %d of zeros has a hash", kinds, i)
+				}
+				continue
+			}
+			if sums[i].Hash != cas.Sum(b) || !bytes.Equal(b, p[i*cas.ChunkSize:(i+1)*cas.ChunkSize]) {
+				t.Fatalf("%s: chunk %d: wrong copy or hash", kinds, i)
+			}
+			if want := kinds[i] == 'r'; sums[i].Raw != want {
+				t.Errorf("%s: chunk %d: Raw %v", kinds, i, sums[i].Raw)
+			}
+		}
+	}
+}
