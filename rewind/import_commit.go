@@ -54,16 +54,9 @@ func CommitFreshImport(j *journal.Journal, t *tree.Tree, nextIno uint64, label s
 	return g, n, err
 }
 
-// freshStorer stores batches of blobs, known to be new, on storersPerCPU
-// goroutines per CPU: the compression and encoding of a frame run in
-// parallel, its append and index write one at a time (cas.Badger.Commit).
-// storersPerCPU is how many goroutines per CPU store a fresh import's
-// objects. A goroutine spends about half its time waiting for its index
-// write (each waits for every earlier one), when it uses no CPU: with one
-// per CPU, the tree's walk (RootTo) waited 0.65 s of a 1.45 s commit of
-// 100k files' inodes for a free one.
-const storersPerCPU = 2
-
+// freshStorer stores batches of blobs, known to be new, on one goroutine
+// per CPU: the compression and encoding of a frame run in parallel, its
+// append and index write one at a time (cas.Badger.Commit).
 type freshStorer struct {
 	s     cas.FreshPutter
 	wg    sync.WaitGroup
@@ -74,7 +67,7 @@ type freshStorer struct {
 
 func newFreshStorer(s cas.FreshPutter) *freshStorer {
 	f := &freshStorer{s: s, next: make(chan []cas.Blob)}
-	for range storersPerCPU * runtime.GOMAXPROCS(0) {
+	for range runtime.GOMAXPROCS(0) {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()

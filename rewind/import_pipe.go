@@ -2,7 +2,6 @@ package rewind
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -194,7 +193,7 @@ func (im *Importer) run(walk func() error) error {
 		}
 	}
 	if workers == 1 {
-		p.inline = newReader(im, importWindow, false)
+		p.inline = newReader(im, importWindow)
 		err := walk()
 		if err == nil {
 			err = p.inline.flush()
@@ -214,7 +213,7 @@ func (im *Importer) run(walk func() error) error {
 	p.jobs = make(chan *fileJob, queue)
 	p.steps = make(chan []step, 16)
 	for range workers {
-		r := newReader(im, importWindow/workers, true)
+		r := newReader(im, importWindow/workers)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -317,13 +316,6 @@ func (im *Importer) readFile(j *fileJob) error {
 // reader reads files and stores their chunks. Chunks are read into its
 // buffer and stored from there a batch at a time, when the buffer is full
 // and at the end.
-//
-// A reader of the parallel import has two buffers: while one batch is
-// stored (compressed, appended, indexed) on a goroutine of its own, the
-// reader reads the next files into the other. A store's index write waits
-// for every earlier one (the store writes them in log order), so a reader
-// that stored in line spent a quarter of a cold import of 100k small
-// files waiting for other readers' writes instead of reading.
 type reader struct {
 	im    *Importer
 	p     *pipeline
@@ -333,10 +325,6 @@ type reader struct {
 	blobs []cas.Blob
 	news  []cas.Blob // a fresh import's: the blobs no reader stored yet
 	ring  *uring     // nil: pread each file (Workers: 1, or no io_uring)
-
-	spare   []byte     // the other buffer (nil: store in line, Workers: 1)
-	storing chan error // the store of the spare's batch, nil when none runs
-	stored  []cas.Blob // that batch, its slice reused once it is stored
 }
 
 // hashSet is the set of objects a fresh import's readers stored.
@@ -361,24 +349,14 @@ func (s *hashSet) addNew(dst, bs []cas.Blob) []cas.Blob {
 	return dst
 }
 
-// newReader returns a reader whose buffers hold window bytes in all; with
-// async its batches are stored while it reads on (two buffers of half the
-// window each).
-func newReader(im *Importer, window int, async bool) *reader {
+func newReader(im *Importer, window int) *reader {
 	r := &reader{im: im, p: im.p}
 	r.bp, _ = im.Store.(cas.BatchPutter)
 	size := cas.ChunkSize
-	async = async && r.bp != nil
-	if async {
-		window /= 2
-	}
 	if r.bp != nil {
 		size = max(window/cas.ChunkSize, 1) * cas.ChunkSize
 	}
 	r.buf = make([]byte, size)
-	if async {
-		r.spare = make([]byte, size)
-	}
 	return r
 }
 
@@ -423,11 +401,6 @@ func (r *reader) serve(jobs <-chan *fileJob) {
 			r.p.fail(err)
 		}
 	}
-	// The pipeline has ended for this reader only once its last store has:
-	// ImportAt returns after every store, also after a failure.
-	if err := r.waitStore(); err != nil {
-		r.p.fail(err)
-	}
 }
 
 // safeRead reads j; a panic stops the pipeline, and the reader goes on
@@ -460,60 +433,23 @@ func (r *reader) put(b []byte) (cas.Hash, error) {
 	return h, nil
 }
 
-// flush stores the batch: in line, or, for a reader with a spare buffer,
-// on a goroutine of its own once the previous batch is stored, reading on
-// into the spare. A failure also fails the pipeline: the files whose
-// chunks the batch held were reported read already.
+// flush stores the batch. A failure also fails the pipeline: the files
+// whose chunks it held were reported read already.
 func (r *reader) flush() error {
 	if len(r.blobs) == 0 {
 		r.used = 0 // slots of reads that failed, or of empty files
 		return nil
 	}
-	if r.spare == nil {
-		err := r.store(r.blobs)
-		r.blobs, r.used = r.blobs[:0], 0
-		return err
-	}
-	if err := r.waitStore(); err != nil {
-		return err
-	}
-	blobs := r.blobs
-	r.blobs, r.stored = r.stored[:0], blobs
-	r.buf, r.spare, r.used = r.spare, r.buf, 0
-	done := make(chan error, 1)
-	r.storing = done
-	go func() {
-		err := errors.New("import: store stopped by a panic") // unless store returns
-		defer func() { done <- err }()
-		defer r.p.recovered()
-		err = r.store(blobs)
-	}()
-	return nil
-}
-
-// waitStore waits for the store flush started, if any, and returns its
-// error.
-func (r *reader) waitStore() error {
-	if r.storing == nil {
-		return nil
-	}
-	err := <-r.storing
-	r.storing = nil
-	return err
-}
-
-// store stores blobs and clears them (the slice's Data then no longer
-// points into a buffer). A failure fails the pipeline.
-func (r *reader) store(blobs []cas.Blob) error {
 	var err error
 	if r.p.fresh != nil {
-		r.news = r.p.stored.addNew(r.news[:0], blobs)
+		r.news = r.p.stored.addNew(r.news[:0], r.blobs)
 		err = r.p.fresh.PutFresh(r.news)
 		clear(r.news)
 	} else {
-		err = r.bp.PutBatch(blobs)
+		err = r.bp.PutBatch(r.blobs)
 	}
-	clear(blobs)
+	clear(r.blobs)
+	r.blobs, r.used = r.blobs[:0], 0
 	if err != nil {
 		err = fmt.Errorf("import: store %w", err)
 		r.p.fail(err)
