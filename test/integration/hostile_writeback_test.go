@@ -180,11 +180,21 @@ func TestHostileWriteback(t *testing.T) {
 
 	m := mountProject(t, proj)
 	stop()
-	// Put the mount's pub/sub back the way it was.
-	if _, err := os.Lstat(filepath.Join(pubDir, "sub.real")); err == nil {
-		_ = os.Remove(filepath.Join(pubDir, "sub"))
-		if err := os.Rename(filepath.Join(pubDir, "sub.real"), filepath.Join(pubDir, "sub")); err != nil {
-			t.Fatal(err)
+	// Put the mount's pub/sub back the way it was. A walk that read pub
+	// while the loop renamed can have seen the directory under both names
+	// (readdir may return an entry renamed during it twice): then sub is
+	// already the directory, and sub.real is the copy to drop.
+	sub, real := filepath.Join(pubDir, "sub"), filepath.Join(pubDir, "sub.real")
+	if _, err := os.Lstat(real); err == nil {
+		if fi, err := os.Lstat(sub); err == nil && fi.IsDir() {
+			if err := os.RemoveAll(real); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			_ = os.Remove(sub)
+			if err := os.Rename(real, sub); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	checkLeak := func(when string) {
