@@ -98,7 +98,9 @@
 // pre-written (prefill.go). A background step keeps it written with real
 // zeros (pwrite, not fallocate, whose unwritten extents need a metadata
 // change when first written) and fdatasynced, 16 MiB past the end in
-// 8 MiB steps, so a commit's frame overwrites blocks that exist within a
+// 8 MiB steps (a round writes only a whole step, never the few KiB the
+// last frames took: that would grow the file at every fsync), so a
+// commit's frame overwrites blocks that exist within a
 // size that is already durable, and its fdatasync flushes data only: one
 // device flush, where an append also commits the file system's journal
 // for the new size (RocksDB's recycled logs, PostgreSQL's zero-filled WAL

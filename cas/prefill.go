@@ -183,6 +183,15 @@ func (l *segLog) fillStep() (bool, error) {
 		return false, nil
 	}
 	step := min(prefillStep, target-size)
+	if step < prefillStep && target < segmentSize {
+		// Less than a step short: wait for a whole one. Topping up by
+		// the few KiB each frame takes would grow the file at every
+		// sync (every sync kicks a round): a metadata commit of the
+		// file system and a second device flush per fsync, the cost
+		// the prefill is there to avoid.
+		p.mu.Unlock()
+		return false, nil
+	}
 	if p.room != nil && !p.room(step) {
 		p.mu.Unlock()
 		return false, errors.New("prefill: no room")

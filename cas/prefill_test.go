@@ -342,3 +342,71 @@ func prefillKillChild(t *testing.T, at, dir string) {
 	fmt.Fprintln(os.Stderr, "prefill kill child: never reached", at)
 	os.Exit(3)
 }
+
+// TestPrefillWholeSteps: once the prefill is ahead, the small frames of
+// fsync'd writes land in it without the segment growing: a round after
+// each sync writes nothing until a whole step is missing (a top-up by one
+// frame's bytes grew the file at every fsync, a file-system metadata
+// commit each time), and then writes a whole step.
+func TestPrefillWholeSteps(t *testing.T) {
+	smallPrefill(t)
+	dir := t.TempDir()
+	s, db := openTestLog(t, dir)
+	defer func() { _ = s.CloseLog(); _ = db.Close() }()
+	var steps atomic.Int64
+	s.SetFault(func(op string) error {
+		if op == "prefill" {
+			steps.Add(1)
+		}
+		return nil
+	})
+	if _, err := s.Put(noisy(0, 1<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncLog(); err != nil {
+		t.Fatal(err)
+	}
+	waitFilled(t, s, prefillAhead)
+	f, err := s.log.file(s.log.activeA.Load())
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		t.Helper()
+		st, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	filled, before, stepsBefore := s.log.fill.filled.Load(), size(), steps.Load()
+	start := s.LogEnd().Off
+	i := 1
+	for s.LogEnd().Off-start < prefillStep/2 {
+		if _, err := s.Put(noisy(uint64(i), 1<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SyncLog(); err != nil {
+			t.Fatal(err)
+		}
+		// A round now, as the sync's kick would run one.
+		if _, err := s.log.fillStep(); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	}
+	if got := size(); got != before || steps.Load() != stepsBefore {
+		t.Fatalf("%d fsync'd frames of 1 KiB (%d bytes of log) grew the segment from %d to %d bytes in %d prefill steps; want no step until %d bytes are missing",
+			i-1, s.LogEnd().Off-start, before, got, steps.Load()-stepsBefore, prefillStep)
+	}
+	for s.LogEnd().Off-start <= prefillStep {
+		if _, err := s.Put(noisy(uint64(i), 1<<10)); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	}
+	if err := s.SyncLog(); err != nil {
+		t.Fatal(err)
+	}
+	waitFilled(t, s, filled+prefillStep)
+}
