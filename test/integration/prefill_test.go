@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // prefillMax is the most pre-written space the segment log keeps past
@@ -93,5 +94,56 @@ func TestPrefillSegments(t *testing.T) {
 		if z, n := zeroTailOf(t, s); z > 64 {
 			t.Errorf("unmounted: %s (%d bytes) ends in %d zero bytes", filepath.Base(s), n, z)
 		}
+	}
+}
+
+// TestFsyncKeepsSegmentSize: once the prefill is ahead, fsync'd 4 KiB
+// appends land in its zeros and the active segment's size stays put, so
+// each fsync's fdatasync has no file size to commit (a round that topped
+// up the few KiB each frame took grew the file at every fsync: a second
+// device flush per fsync).
+func TestFsyncKeepsSegmentSize(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	f, err := os.OpenFile(filepath.Join(m.Dir, "f"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	blk := bytes.Repeat([]byte{'x'}, 4096)
+	write := func(i int) {
+		t.Helper()
+		blk[0] = byte(i)
+		if _, err := f.Write(blk); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatalf("fsync %d: %v", i, err)
+		}
+	}
+	size := func() int64 {
+		t.Helper()
+		segs := storeSegments(t, m.Store)
+		var st syscall.Stat_t
+		if err := syscall.Stat(segs[len(segs)-1], &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Size
+	}
+	write(0) // the first sync starts the prefill
+	deadline := time.Now().Add(30 * time.Second)
+	for size() < prefillMax {
+		if time.Now().After(deadline) {
+			t.Fatalf("the prefill did not reach %d bytes in 30 s (%d)", prefillMax, size())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := size()
+	const n = 100
+	for i := 1; i <= n; i++ {
+		write(i)
+	}
+	if after := size(); after != before {
+		t.Errorf("%d fsync'd 4 KiB appends grew the active segment from %d to %d bytes; want them in the pre-written space", n, before, after)
 	}
 }
