@@ -160,6 +160,13 @@ func (l *segLog) fillLoop(kick, stop <-chan struct{}, done chan<- struct{}) {
 // and syncs it. It reports whether more is wanted.
 func (l *segLog) fillStep() (bool, error) {
 	p := &l.fill
+	// The usual round, after a sync with less than a step missing, ends
+	// here without a system call: filled is at most the file's size, so
+	// what is missing by it is at least what is missing by the size.
+	if f, target := p.filled.Load(), min(l.endA.Load()+prefillAhead, segmentSize); f >= target ||
+		(target-f < prefillStep && target < segmentSize) {
+		return false, nil
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
