@@ -22,7 +22,11 @@ import (
 // segments and SQLite's pre-sized WAL avoid the same cost). A round of
 // steps runs only when the log was synced since the last round (fsyncs,
 // generation cuts, the checkpoint's sync once a second): a bulk writer
-// that does not sync mostly appends as before.
+// that does not sync mostly appends as before. A round writes whole steps
+// only, once the space ahead is down to prefillAhead-prefillStep (or the
+// last, shorter one up to the segment size): a round after every fsync
+// that topped up the few KiB its frame took would grow the file at every
+// fsync, the metadata commit this is here to avoid.
 //
 // Invariants: bytes of the active segment in [end, size) are zeros; zeros
 // are written only at or past the file's size, under fill.mu; a frame is
