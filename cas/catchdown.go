@@ -193,7 +193,7 @@ func (b *Badger) aheadAt(vers []posVersion) (x Pos, ok bool, err error) {
 				break // a sealed segment's zero tail: its end
 			}
 			if v != tailTorn {
-				return Pos{}, false, fmt.Errorf("%w: %s at offset %d: %s, a sync covered it (the index covers the log to offset %d of %s)",
+				return Pos{}, false, fmt.Errorf("%w: %s at offset %d: %s, and the index covers the log past it, to offset %d of %s (a later frame's mark shows it synced, or later frames carry no marks)",
 					ErrDamaged, l.path(n), off, badWhy(why, zeros), top.Off, segName(top.Seg))
 			}
 			return Pos{n, off}, true, nil

@@ -173,7 +173,10 @@
 // covered it), else it is the cut. The reverts and the index's new
 // position are written and Badger synced before the log is cut, so a
 // crash during the catch-down finds the same torn tail again
-// (TestIndexAheadKillDuringCatchDown). Keys written into Badger outside
+// (TestIndexAheadKillDuringCatchDown). Finding the reverts reads every
+// version of every index key once, only when the scan cuts a torn tail
+// or the walk finds one (some 0.6 s of CPU for a 52,000-record store
+// with 2,000 commits to undo). Keys written into Badger outside
 // frames (rewind's generation and restore indexes, branch names, the
 // collector's deletions, the journal's floor) are written only after a
 // log sync covered what they name, so they are never ahead. A sealed segment's

@@ -111,6 +111,31 @@ func TestIndexAheadOfLog(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A read-only open catches down in memory, writing nothing.
+	sums := storeSums(t, cut)
+	ro, err := Open(cut, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open after a power cut with the index ahead of the log: %v", err)
+	}
+	if h := ro.Head(); h != synced {
+		t.Errorf("read-only: head %d, want the synced %d", h, synced)
+	}
+	if v, err := ro.GetMeta("k"); err != nil || string(v) != "synced" {
+		t.Errorf("read-only: meta k = %q (%v), want its synced value", v, err)
+	}
+	if r, err := ro.Get(synced + 1); err == nil || r != nil {
+		t.Errorf("read-only: record %d, never synced: %v", synced+1, r)
+	}
+	if ok, err := ro.Objects().Has(lost[0]); err != nil || ok {
+		t.Errorf("read-only: object of a lost commit: %v (%v)", ok, err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !sameSums(sums, storeSums(t, cut)) {
+		t.Fatal("the read-only open changed the store's files")
+	}
+
 	j2, err := Open(cut, Options{})
 	if err != nil {
 		t.Fatalf("open after a power cut with the index ahead of the log: %v", err)
