@@ -266,6 +266,7 @@ func (b *Badger) reverts(x Pos, vers []posVersion, past []blobEntry) ([]revert, 
 	err := b.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.AllVersions = true
+		opts.PrefetchValues = false // only the l and frame keys are read
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		var key []byte
