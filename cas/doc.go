@@ -175,7 +175,7 @@
 // crash during the catch-down finds the same torn tail again
 // (TestIndexAheadKillDuringCatchDown). Finding the reverts reads every
 // version of every index key once, only when the scan cuts a torn tail
-// or the walk finds one (some 0.6 s of CPU for a 52,000-record store
+// or the walk finds one (some 0.4 s of CPU for a 52,000-record store
 // with 2,000 commits to undo). Keys written into Badger outside
 // frames (rewind's generation and restore indexes, branch names, the
 // collector's deletions, the journal's floor) are written only after a
