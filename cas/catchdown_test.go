@@ -201,3 +201,39 @@ func TestIndexAheadTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestLogPosVersionsStale: a claim older than a smaller, newer one (a
+// position a catch-down or a cut took back) is not a frame boundary of
+// the log as it is, and logPosVersions leaves it out.
+func TestLogPosVersionsStale(t *testing.T) {
+	dir := t.TempDir()
+	s, db := openTestLog(t, dir)
+	defer db.Close()
+	defer s.CloseLog()
+	set := func(p Pos) {
+		if err := db.Update(func(txn *badger.Txn) error { return txn.Set(KeyLogPos, p.encode()) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(Pos{1, 1000})
+	set(Pos{1, 9000}) // a claim a power cut then took back
+	set(Pos{1, 2000}) // the catch-down's
+	set(Pos{1, 5000})
+	vers, err := s.logPosVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Pos
+	for _, v := range vers {
+		got = append(got, v.pos)
+	}
+	want := []Pos{{1, 5000}, {1, 2000}, {1, 1000}}
+	if len(got) < 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("versions %v, want %v first (without the stale 9000)", got, want)
+	}
+	for _, p := range got {
+		if p.Off == 9000 {
+			t.Fatalf("versions %v hold the stale claim", got)
+		}
+	}
+}
