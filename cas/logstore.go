@@ -129,7 +129,8 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
-	var down, downErr error
+	var down bool // the index's position lies past a torn tail
+	var downErr error
 	if !salvage {
 		x, ok, err := b.aheadAt(vers)
 		switch {
@@ -139,7 +140,7 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 			return nil, fmt.Errorf("catch up: %w", err)
 		case ok:
 			from = catchDownAt(x, vers)
-			indexed, down = from, fmt.Errorf("the index covers the log to %v, past a torn tail at %v", vers[0].pos, x)
+			indexed, down = from, true
 		}
 	}
 	res, err := l.scan(from)
@@ -156,7 +157,7 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	// A torn tail: what the index knows of frames from it on (written
 	// back by the kernel from Badger's mapped WAL, never synced) goes.
 	var rs []revert
-	if res.damage == nil && (down != nil || res.cut || len(res.drop) > 0) {
+	if res.damage == nil && (down || res.cut || len(res.drop) > 0) {
 		rs, err = b.reverts(res.end, vers, res.past)
 		switch {
 		case errors.Is(err, ErrDamaged):
@@ -167,7 +168,7 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 			rs = nil // salvage reads the whole log: it needs none
 		}
 	}
-	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || len(res.drop) > 0 || down != nil, Damage: res.damage, KV: map[string][]byte{}, Reverted: len(rs)}
+	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || len(res.drop) > 0 || down, Damage: res.damage, KV: map[string][]byte{}, Reverted: len(rs)}
 	if res.damage != nil && !keepDamaged {
 		return t, res.damage
 	}
@@ -216,7 +217,7 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	if res.damage != nil {
 		return t, res.damage // never write past damage
 	}
-	if len(rs) > 0 || down != nil {
+	if len(rs) > 0 || down {
 		// Durable before the cut: a crash after it must not find the
 		// index past a log whose frames no longer show (by their marks)
 		// that no sync covered them.
