@@ -51,6 +51,11 @@ type Badger struct {
 	// of objects inline in Badger.
 	log  *segLog
 	tail map[Hash]Loc // read-only opens: objects past the index
+	// hidden: read-only opens: objects whose index entry a catch-down
+	// (catchdown.go) drops.
+	hidden map[Hash]bool
+	// frameKeys: the prefixes of the keys frames' ops write (catchdown.go).
+	frameKeys [][]byte
 	// salvaged: a salvage open's tail also holds the log's indexed part
 	// (see Indexed), which ends here.
 	salvaged *Pos

@@ -35,6 +35,9 @@ func (b *Badger) indexedLoc(h Hash) (Loc, bool, error) {
 	if loc, ok := b.tail[h]; ok && (b.salvaged == nil || !posLess(Pos{loc.Seg, loc.Off}, *b.salvaged)) {
 		return loc, true, nil
 	}
+	if b.hidden[h] {
+		return Loc{}, false, nil
+	}
 	var loc Loc
 	found := false
 	err := b.db.View(func(txn *badger.Txn) error {

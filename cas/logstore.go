@@ -55,6 +55,10 @@ type LogOptions struct {
 	ReadOnly bool
 	// Create makes the log directory and its first segment if missing.
 	Create bool
+	// FrameKeys are the prefixes of every key the frames' ops write
+	// (besides the store's own): a catch-down (catchdown.go) sets back
+	// those a cut frame wrote.
+	FrameKeys [][]byte
 }
 
 // Tail is what a scan found in the log past the index's position.
@@ -67,8 +71,12 @@ type Tail struct {
 	// frames before the damage are still in Frames and the overlay.
 	Damage error
 	// KV is the newest value of each key the tail's ops write (nil for a
-	// deleted key), for read-only opens that cannot write the index.
+	// deleted key), for read-only opens that cannot write the index; it
+	// also holds what a catch-down sets back (catchdown.go).
 	KV map[string][]byte
+	// Reverted counts the index keys a catch-down set back: written
+	// from Badger's WAL for frames a power cut tore off the log.
+	Reverted int
 }
 
 // OpenLogged returns the object store over db (the index) and the segment
@@ -83,6 +91,7 @@ func OpenLogged(db *badger.DB, logDir string, o LogOptions) (*Badger, error) {
 	}
 	b := NewBadger(db)
 	b.log = l
+	b.frameKeys = o.FrameKeys
 	b.inline = true // unless the index holds no inline object at all
 	_ = db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{KeyPrefix}})
@@ -108,27 +117,58 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
 	indexed := from
-	if keepDamaged && l.readOnly {
+	salvage := keepDamaged && l.readOnly
+	if salvage {
 		// Salvage: read the whole log, so that what a damaged index
 		// lost (an unreadable table, say) is found in the log itself.
 		from, b.salvaged = Pos{}, &indexed
+	}
+	// The index may be ahead of the log (catchdown.go): its position
+	// past a torn tail.
+	vers, err := b.logPosVersions()
+	if err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	var down bool // the index's position lies past a torn tail
+	var downErr error
+	if !salvage {
+		x, ok, err := b.aheadAt(vers)
+		switch {
+		case errors.Is(err, ErrDamaged):
+			downErr = err
+		case err != nil:
+			return nil, fmt.Errorf("catch up: %w", err)
+		case ok:
+			from = catchDownAt(x, vers)
+			indexed, down = from, true
+		}
 	}
 	res, err := l.scan(from)
 	if err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
 	}
+	if res.damage == nil && downErr != nil {
+		res.damage = downErr
+	}
 	if res.damage == nil && posLess(res.end, indexed) {
 		res.damage = fmt.Errorf("%w: %s: the log ends at offset %d, the index covers it to offset %d",
 			ErrDamaged, l.path(res.end.Seg), res.end.Off, indexed.Off)
 	}
-	if res.damage == nil && res.cut {
-		if err := b.indexPast(res); errors.Is(err, ErrDamaged) {
-			res.damage = err
-		} else if err != nil {
+	// A torn tail: what the index knows of frames from it on (written
+	// back by the kernel from Badger's mapped WAL, never synced) goes.
+	var rs []revert
+	if res.damage == nil && (down || res.cut || len(res.drop) > 0) {
+		rs, err = b.reverts(res.end, vers, res.past)
+		switch {
+		case errors.Is(err, ErrDamaged):
+			res.damage, rs = err, nil
+		case err != nil:
 			return nil, fmt.Errorf("catch up: %w", err)
+		case salvage:
+			rs = nil // salvage reads the whole log: it needs none
 		}
 	}
-	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || len(res.drop) > 0, Damage: res.damage, KV: map[string][]byte{}}
+	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || len(res.drop) > 0 || down, Damage: res.damage, KV: map[string][]byte{}, Reverted: len(rs)}
 	if res.damage != nil && !keepDamaged {
 		return t, res.damage
 	}
@@ -137,9 +177,26 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	}
 	if l.readOnly {
 		b.tail = map[Hash]Loc{}
+		for _, r := range rs {
+			if len(r.key) == keyLen && r.key[0] == LogPrefix {
+				var h Hash
+				copy(h[:], r.key[1:])
+				if loc, err := decodeLoc(r.val); r.val != nil && err == nil {
+					b.tail[h] = loc
+				} else {
+					if b.hidden == nil {
+						b.hidden = map[Hash]bool{}
+					}
+					b.hidden[h] = true
+				}
+				continue
+			}
+			t.KV[string(r.key)] = r.val
+		}
 		for _, f := range res.frames {
 			for _, e := range f.blobs {
 				b.tail[e.h] = e.loc
+				delete(b.hidden, e.h)
 			}
 			if posLess(f.at, indexed) {
 				// Salvage read this frame only for its objects: its
@@ -159,6 +216,32 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 	}
 	if res.damage != nil {
 		return t, res.damage // never write past damage
+	}
+	if len(rs) > 0 || down {
+		// Durable before the cut: a crash after it must not find the
+		// index past a log whose frames no longer show (by their marks)
+		// that no sync covered them.
+		wb := b.db.NewWriteBatch()
+		defer wb.Cancel()
+		if err := b.writeReverts(wb, rs); err != nil {
+			return nil, fmt.Errorf("catch down: %w", err)
+		}
+		if from != (Pos{}) {
+			if err := wb.Set(KeyLogPos, from.encode()); err != nil {
+				return nil, fmt.Errorf("catch down: %w", err)
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			return nil, fmt.Errorf("catch down: %w", err)
+		}
+		if err := b.db.Sync(); err != nil {
+			return nil, fmt.Errorf("catch down: sync index: %w", err)
+		}
+		if b.fault != nil {
+			if err := b.fault("catchdown"); err != nil {
+				return nil, fmt.Errorf("catch down: injected fault: %w", err)
+			}
+		}
 	}
 	if err := l.cutTail(res); err != nil {
 		return nil, fmt.Errorf("catch up: %w", err)
@@ -469,6 +552,9 @@ func (b *Badger) lookupTxn(txn *badger.Txn, h Hash, wantValue bool) (data []byte
 		// salvaging a store whose index may fail to read).
 		return nil, l, true, true, nil
 	}
+	if b.hidden[h] {
+		return nil, Loc{}, false, false, nil // a catch-down drops its entry
+	}
 	if errors.Is(err, badger.ErrKeyNotFound) && b.log != nil {
 		item, err = txn.Get(logKey(h))
 		if err == nil {
@@ -509,7 +595,7 @@ func (b *Badger) eachLogged(fn func(h Hash, size int64) error) error {
 				}
 				var h Hash
 				copy(h[:], k[1:])
-				if seen[h] {
+				if seen[h] || b.hidden[h] {
 					continue
 				}
 				seen[h] = true

@@ -261,8 +261,9 @@ func TestPowerCutOneSegment(t *testing.T) {
 		wantDamage(t, dir)
 	})
 	t.Run("index past the cut", func(t *testing.T) {
-		// The index knows C (a sync covered it, or the index would not
-		// be durable), its position rolled back: B is damage.
+		// The index knew C before its position went back to before B,
+		// which no write-back of Badger's WAL explains (catchdown.go):
+		// B is damage.
 		dir := t.TempDir()
 		frs := writeFrames(t, dir, []bool{true, false, false})
 		patchSeg(t, dir, 1, zeroFrame(frs[1]))

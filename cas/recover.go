@@ -7,8 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // KeyLogPos is the Badger key (in the journal's "m/" namespace, claimed
@@ -357,38 +355,4 @@ func (l *segLog) cutTail(res scanResult) error {
 		return fmt.Errorf("cut torn tail of %s at %d: %w", f.Name(), res.end.Off, err)
 	}
 	return f.Sync()
-}
-
-// indexPast returns damage (wrapping ErrDamaged) if the index points at an object in a frame
-// that the cut of a torn tail drops. The index never gets ahead of what a
-// sync made durable (the checkpoint syncs the log first, and the frame's
-// index write and "m/logpos" go in one batch), so if it knows a frame
-// past the cut, a sync covered that frame, and the bad frame before it
-// is damage that no mark showed.
-func (b *Badger) indexPast(res scanResult) error {
-	for _, e := range res.past {
-		var at []byte
-		err := b.db.View(func(txn *badger.Txn) error {
-			item, err := txn.Get(logKey(e.h))
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			at, err = item.ValueCopy(nil)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if at == nil {
-			continue
-		}
-		if loc, err := decodeLoc(at); err == nil && loc.Seg == e.loc.Seg && loc.Off == e.loc.Off {
-			return fmt.Errorf("%w: %s at offset %d: a bad frame, and the index knows the frame at offset %d of %s after it",
-				ErrDamaged, b.log.path(res.end.Seg), res.end.Off, loc.Off, segName(loc.Seg))
-		}
-	}
-	return nil
 }

@@ -172,11 +172,26 @@
 //     crash during the write, or a power cut before its sync): it and
 //     what follows are left out, and a writable open cuts them (later
 //     segments removed, ftruncate, fsync), as it removes a last segment
-//     whose creation was torn. A bad frame that a later frame's mark shows
+//     whose creation was torn. The index may know frames past such a cut
+//     (Badger's mapped WAL written back by the kernel before the log's
+//     unsynced frames: their records, resets, "m/seq", meta keys, object
+//     entries, "m/logpos" past the cut); since no sync covered those
+//     frames, nothing acknowledged refers to them, and the open catches
+//     the index down to the cut: the reverts are kept in memory by the
+//     read-only check and written, and Badger synced, by the writable
+//     open before it cuts the log (cas/doc.go, "Power cuts";
+//     TestIndexAheadOfLog). Meta keys are set only through frames and
+//     each SetMeta is followed by a sync, so one a cut frame overwrote
+//     never returned to its caller, and goes back to the value Badger
+//     held before it. Every other key outside frames (rewind's 'g' and
+//     'p' indexes, branch names, the floor, the collector's deletions)
+//     is written after a sync that covered what it names, and the
+//     manifest's marks only ever claim a completed log sync: neither can
+//     be ahead of the log. A bad frame that a later frame's mark shows
 //     synced, or that frames without marks (format 5) follow, a missing
-//     segment, a segment of another store id, an index that knows a frame
-//     past the cut, or a log shorter than "m/logpos" is damage: ErrCorrupt
-//     naming the file and offset, never truncated. Then the manifest: a
+//     segment, a segment of another store id, or a log shorter than a
+//     "m/logpos" that no torn tail explains is damage: ErrCorrupt naming
+//     the file and offset, never truncated. Then the manifest: a
 //     journal (index plus tail) that ends before the durable seq, lacks
 //     the durable generation record, or belongs to another store id is
 //     refused with ErrCorrupt and a message naming what is missing. A
@@ -198,7 +213,9 @@
 //     zeros or missing, in any order (cut at the first bad one, or nothing
 //     to do; cas's TestPowerCutOneSegment and TestPowerCutSegments);
 //     Badger may have lost index writes
-//     since its last checkpoint, and catch-up replays them from the log.
+//     since its last checkpoint, and catch-up replays them from the log,
+//     or kept index writes of the frames the cut drops, and the open
+//     catches it down (cas's TestIndexAheadCaughtDown, TestIndexAheadOfLog).
 //   - a power cut that lost synced log data (a lying disk): the journal
 //     ends before the manifest's durable seq: refused as lost history.
 //   - a power cut that wrote a later page of Badger's mapped WAL and not

@@ -144,12 +144,16 @@ func LogPath(dir string) string {
 	return filepath.Clean(dir) + ".log"
 }
 
+// frameKeys are the prefixes of the keys a commit's frame writes
+// (commit.go): records, the reset index, "m/seq" and meta keys.
+var frameKeys = [][]byte{{prefixRecord}, {prefixReset}, keySeq, []byte(metaPrefix)}
+
 // openLog opens the segment log over db and brings the index up to it
 // (read-only: in memory). Damage wraps ErrCorrupt and names the file and
 // offset; with keepDamaged a read-only open still returns the store and
 // the tail before the damage.
 func openLog(db *badger.DB, dir, id string, readOnly, keepDamaged bool, fault func(string) error) (*cas.Badger, *cas.Tail, error) {
-	objs, err := cas.OpenLogged(db, LogPath(dir), cas.LogOptions{ID: id, ReadOnly: readOnly, Create: !readOnly})
+	objs, err := cas.OpenLogged(db, LogPath(dir), cas.LogOptions{ID: id, ReadOnly: readOnly, Create: !readOnly, FrameKeys: frameKeys})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: store format %d without its log: %s", ErrCorrupt, storeFormat, oneLine(err.Error()))
 	}
@@ -403,7 +407,7 @@ func (r reader) highestSeq() (uint64, error) {
 			return 0, fmt.Errorf("%s: %w", keySeq, err)
 		}
 	}
-	last, err := lastSeq(r.txn, prefixRecord)
+	last, err := lastSeqTail(r.txn, prefixRecord, r.tail)
 	for k := range r.tail {
 		if len(k) == 9 && k[0] == prefixRecord && r.tail[k] != nil {
 			last = max(last, binary.BigEndian.Uint64([]byte(k[1:])))
@@ -421,6 +425,21 @@ func lastSeq(txn *badger.Txn, prefix byte) (uint64, error) {
 		return 0, nil
 	}
 	return keySeqOf(it.Item().Key())
+}
+
+// lastSeqTail is lastSeq, passing over the keys the tail deletes (a
+// read-only open's catch-down of an index ahead of the log).
+func lastSeqTail(txn *badger.Txn, prefix byte, tail map[string][]byte) (uint64, error) {
+	it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte{prefix}})
+	defer it.Close()
+	for it.Seek(seqKey(prefix, ^uint64(0))); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if v, ok := tail[string(k)]; ok && v == nil {
+			continue
+		}
+		return keySeqOf(k)
+	}
+	return 0, nil
 }
 
 func isEmpty(txn *badger.Txn) (bool, error) {
