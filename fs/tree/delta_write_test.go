@@ -162,3 +162,61 @@ func TestWholeChunksJudgesLikeIncompressible(t *testing.T) {
 		}
 	}
 }
+
+// TestRewriteAfterTruncateStoresDelta: a small file rewritten whole
+// (open with O_TRUNC: a truncation to 0, then the new bytes) is stored as
+// a delta against the chunk the truncation cut, not whole again, and
+// reads back as written, live and after replay. Before the tree remembered cut chunks, each
+// rewrite logged the whole file.
+func TestRewriteAfterTruncateStoresDelta(t *testing.T) {
+	l, j := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 3))
+	model := make([]byte, 6000) // random: zstd cannot shrink it, a delta can
+	for i := range model {
+		model[i] = byte(rng.Uint32())
+	}
+	write := func() {
+		t.Helper()
+		if _, err := l.SetAttr(testCaller, st.Ino, SetAttrIn{Valid: SetSize, Size: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, model, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Fsync(testCaller, st.Ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	const rounds = 24 // past MaxDataChain: some versions are stored whole
+	before := j.Objects().LogBytes()
+	for i := range rounds {
+		copy(model[rng.IntN(len(model)-16):], []byte("version "+string(rune('A'+i))))
+		write()
+	}
+	grew := j.Objects().LogBytes() - before
+	// Whole, each version would take its 6000 bytes; as deltas a few
+	// dozen, and one in MaxDataChain+1 whole.
+	if limit := int64(rounds*6000/cas.MaxDataChain + rounds*300); grew > limit {
+		t.Errorf("%d rewrites logged %d bytes, want at most %d", rounds, grew, limit)
+	} else {
+		t.Logf("%d rewrites logged %d bytes", rounds, grew)
+	}
+	check := func(what string, tr *Tree) {
+		t.Helper()
+		n := tr.nodes[st.Ino]
+		got := make([]byte, len(model)+10)
+		k, err := tr.ReadAt(n, got, 0)
+		if err != nil || !bytes.Equal(got[:k], model) {
+			t.Fatalf("%s: read %d bytes (%v), differs from what was written", what, k, err)
+		}
+	}
+	l.mu.RLock()
+	check("live", l.t)
+	l.mu.RUnlock()
+	check("replay", replay(t, j))
+}
