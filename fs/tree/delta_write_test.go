@@ -2,7 +2,10 @@ package tree
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -219,4 +222,61 @@ func TestRewriteAfterTruncateStoresDelta(t *testing.T) {
 	check("live", l.t)
 	l.mu.RUnlock()
 	check("replay", replay(t, j))
+}
+
+// TestTruncateToZeroJoinsTheWrite: a truncation to 0 (open with O_TRUNC)
+// stays pending, so the rewrite after it is one OpData record, not a
+// truncation record and a write record; a truncation to 0 with nothing
+// written after it is journaled at the flush as a truncation. Both read
+// back after replay. Before, SetAttr journaled every truncation at once.
+func TestTruncateToZeroJoinsTheWrite(t *testing.T) {
+	l, j := newTestLive(t)
+	var inos []uint64
+	for _, name := range []string{"rewritten", "emptied"} {
+		st, err := l.Create(testCaller, RootIno, name, syscall.S_IFREG|0o644, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, []byte("first version\n"), 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Fsync(testCaller, st.Ino); err != nil {
+			t.Fatal(err)
+		}
+		inos = append(inos, st.Ino)
+	}
+	from := j.Head() + 1
+	for _, ino := range inos {
+		if _, err := l.SetAttr(testCaller, ino, SetAttrIn{Valid: SetSize, Size: 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.WriteAt(testCaller, inos[0], NoHandle, []byte("second\n"), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, ino := range inos {
+		if err := l.Fsync(testCaller, ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	_ = j.Iter(from, func(r *journal.Record) error {
+		got = append(got, fmt.Sprintf("%s ino %d size %d kind %d chunks %d", r.Op, r.Ino, r.Size, r.Kind, len(r.Chunks)))
+		return nil
+	})
+	want := []string{
+		fmt.Sprintf("%s ino %d size 7 kind %d chunks 1", journal.OpData, inos[0], journal.DataWrite),
+		fmt.Sprintf("%s ino %d size 0 kind %d chunks 0", journal.OpData, inos[1], journal.DataTruncate),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("records after the truncations:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	tr := replay(t, j)
+	buf := make([]byte, 64)
+	for i, want := range []string{"second\n", ""} {
+		k, err := tr.ReadAt(tr.nodes[inos[i]], buf, 0)
+		if err != nil || string(buf[:k]) != want {
+			t.Errorf("inode %d after replay: %q (%v), want %q", inos[i], buf[:k], err, want)
+		}
+	}
 }
