@@ -43,8 +43,15 @@ func TestDeltaAligned(t *testing.T) {
 // tree's read-modify-write has them): a line of 4 KiB appends and page
 // rewrites is stored as deltas of about 4 KiB, a chain of more than
 // MaxDataChain versions included (one in MaxDataChain+1 is whole), and
-// every version reads back from a fresh open.
+// every version reads back from a fresh open. A chunk marked Chunk
+// without its BaseData (a file rewritten after a truncation: the store
+// reads the base itself) is bounded the same way, not by MaxChain.
 func TestDeltaBaseData(t *testing.T) {
+	t.Run("BaseData", func(t *testing.T) { testDeltaBaseData(t, true) })
+	t.Run("Chunk", func(t *testing.T) { testDeltaBaseData(t, false) })
+}
+
+func testDeltaBaseData(t *testing.T, withData bool) {
 	dir := t.TempDir()
 	s, db := openLogged(t, dir)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -65,7 +72,12 @@ func TestDeltaBaseData(t *testing.T) {
 	for i, v := range vs {
 		bl := cas.Blob{Hash: cas.Sum(v), Data: v}
 		if i > 0 {
-			bl.Base, bl.BaseData = hs[i-1], vs[i-1]
+			bl.Base = hs[i-1]
+			if withData {
+				bl.BaseData = vs[i-1]
+			} else {
+				bl.Chunk = true
+			}
 		}
 		if err := s.PutBatch([]cas.Blob{bl}); err != nil {
 			t.Fatal(err)

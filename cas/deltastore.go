@@ -28,7 +28,7 @@ import (
 var MaxChain = 32
 
 // MaxDataChain is MaxChain for file chunks (blobs that bring their
-// BaseData): a link of a 64 KiB chunk's chain costs far more to read
+// BaseData, or are marked Chunk): a link of a 64 KiB chunk's chain costs far more to read
 // than a directory's (BenchmarkGetDataChain, cold, loaded machine: whole
 // 33-46 us, 8 deltas 200-370 us, 16 deltas 260-320 us: a lookup, a pread
 // and a copy of the whole chunk per link), a file is read cold more often
@@ -72,7 +72,7 @@ func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
 	if inLog && loc.Comp == compDelta {
 		depth += int(loc.Depth)
 	}
-	if depth > MaxChain || bl.BaseData != nil && depth > MaxDataChain {
+	if depth > MaxChain || (bl.BaseData != nil || bl.Chunk) && depth > MaxDataChain {
 		return stored{}, false
 	}
 	base := bl.BaseData
@@ -170,7 +170,7 @@ func (b *Badger) checkDelta(h Hash, loc Loc, d []byte) error {
 // push the inode objects out.
 func (b *Badger) cacheWritten(blobs []Blob, written map[Hash]bool, epoch uint64) {
 	for _, bl := range blobs {
-		if !bl.Base.IsZero() && bl.BaseData == nil && written[bl.Hash] && len(bl.Data) >= minDeltaObject && len(bl.Data) <= maxDeltaObject {
+		if !bl.Base.IsZero() && bl.BaseData == nil && !bl.Chunk && written[bl.Hash] && len(bl.Data) >= minDeltaObject && len(bl.Data) <= maxDeltaObject {
 			b.cache.add(bl.Hash, bytes.Clone(bl.Data), epoch)
 		}
 	}

@@ -234,6 +234,17 @@
 // the read of a cold chunk: it walks the chain, which for file chunks is
 // bounded tighter (MaxDataChain, 8: a link costs a copy of the chunk).
 //
+// A file rewritten whole takes that path too: open(2) with O_TRUNC
+// truncates it to 0 (its own record) before the new bytes arrive, so
+// there is no read-modify-write, but the tree remembers the chunk the
+// truncation cut from each slot and names it as Base of the slot's next
+// chunk of at most 16 KiB (Blob.Chunk: the committer reads the base
+// itself, and MaxDataChain bounds the chain). A source file an editor,
+// a formatter or a generator writes again is then a delta of a few
+// dozen bytes instead of the file: the store-size benchmark's 1,000
+// rewritten files took 224 KB of log as whole chunks and take 77 KB as
+// deltas, most of it their entries' two names (docs/storage.md).
+//
 // Get walks a delta's chain down to a cached or whole object (a lookup
 // and a pread per link, no hashing), applies the deltas upward and checks
 // the result's hash once, as for any object; a missing base or a delta

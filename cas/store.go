@@ -34,6 +34,11 @@ type Blob struct {
 	// object Base names, as a PutFresh caller's Hash must be Sum(Data):
 	// a wrong one makes a delta that Get reports as ErrCorrupt.
 	BaseData []byte
+	// Chunk: Data is file data whose Base the caller has not read (the
+	// live tree names the chunk a truncation cut from the same slot). A
+	// delta of it is bounded by MaxDataChain, like one that came with its
+	// BaseData, and it is not cached as the next version's base.
+	Chunk bool
 	// Raw: the writer found Data incompressible (Incompressible), so a
 	// store keeps it as it is without judging it again. The live tree
 	// judges its chunks on several CPUs while it hashes them, which takes

@@ -287,6 +287,36 @@ func (t *Tree) unbase(n *Node, idx uint64) {
 	}
 }
 
+// maxCutNodes bounds the nodes whose cut chunks the tree remembers (see
+// Tree.cuts): a file truncated and never written again keeps its entry
+// until the next flush of its data, so past this many the hints start
+// over.
+const maxCutNodes = 4096
+
+// maxLineageChunk bounds the new chunks Flush names a cut chunk as Base
+// for: the committer reads such a base itself (a cold read), which is
+// worth it for a small file rewritten whole (a source file an editor or
+// a generator writes again: a delta of a few dozen bytes instead of the
+// file, docs/storage.md) but would double the reads of a big file copied
+// over an old one.
+const maxLineageChunk = 16 << 10
+
+// noteCut remembers that a truncation cut the stored chunk h from slot
+// idx of n (see Tree.cuts).
+func (t *Tree) noteCut(n *Node, idx uint64, h cas.Hash) {
+	if t.cuts == nil || len(t.cuts) >= maxCutNodes && t.cuts[n] == nil {
+		t.cuts = map[*Node]map[uint64]cas.Hash{}
+	}
+	m := t.cuts[n]
+	if m == nil {
+		m = map[uint64]cas.Hash{}
+		t.cuts[n] = m
+	}
+	if _, ok := m[idx]; !ok { // the oldest cut is what the store holds
+		m[idx] = h
+	}
+}
+
 // WriteAtFrom is WriteAt that takes what the caller prepared before its
 // lock where it still holds (see Prepared); pre may be nil.
 func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepared) error {
@@ -404,6 +434,7 @@ func (t *Tree) Truncate(n *Node, size uint64, now int64) error {
 		for idx := count; idx < uint64(len(n.chunks)); idx++ {
 			if !n.chunks[idx].IsZero() {
 				n.pending[idx] = nil
+				t.noteCut(n, idx, n.chunks[idx])
 			}
 		}
 		if in := size % cas.ChunkSize; in != 0 {
@@ -525,6 +556,7 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		}
 		sums[at[i]] = sumOf(todo[i])
 	})
+	cuts := t.cuts[n]
 	var blobs []cas.Blob
 	k := 0
 	for _, idx := range idxs {
@@ -544,9 +576,14 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		bl := cas.Blob{Hash: sum.Hash, Data: b, Raw: sum.Raw}
 		if base, ok := bases[idx]; ok {
 			bl.Base, bl.BaseData = base.Hash, base.Data
+		} else if cut, ok := cuts[idx]; ok && len(b) <= maxLineageChunk {
+			bl.Base, bl.Chunk = cut, true
 		}
 		blobs = append(blobs, bl)
 		r.Chunks = append(r.Chunks, journal.Chunk{Index: idx, Hash: sum.Hash})
+	}
+	if len(r.Chunks) > 0 {
+		delete(t.cuts, n) // the data that follows a cut has been written
 	}
 	return r, blobs
 }

@@ -2,7 +2,10 @@ package tree
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -159,6 +162,121 @@ func TestWholeChunksJudgesLikeIncompressible(t *testing.T) {
 			if want := kinds[i] == 'r'; sums[i].Raw != want {
 				t.Errorf("%s: chunk %d: Raw %v", kinds, i, sums[i].Raw)
 			}
+		}
+	}
+}
+
+// TestRewriteAfterTruncateStoresDelta: a small file rewritten whole
+// (open with O_TRUNC: a truncation to 0, then the new bytes) is stored as
+// a delta against the chunk the truncation cut, not whole again, and
+// reads back as written, live and after replay. Before the tree remembered cut chunks, each
+// rewrite logged the whole file.
+func TestRewriteAfterTruncateStoresDelta(t *testing.T) {
+	l, j := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 3))
+	model := make([]byte, 6000) // random: zstd cannot shrink it, a delta can
+	for i := range model {
+		model[i] = byte(rng.Uint32())
+	}
+	write := func() {
+		t.Helper()
+		if _, err := l.SetAttr(testCaller, st.Ino, SetAttrIn{Valid: SetSize, Size: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, model, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Fsync(testCaller, st.Ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	const rounds = 24 // past MaxDataChain: some versions are stored whole
+	before := j.Objects().LogBytes()
+	for i := range rounds {
+		copy(model[rng.IntN(len(model)-16):], []byte("version "+string(rune('A'+i))))
+		write()
+	}
+	grew := j.Objects().LogBytes() - before
+	// Whole, each version would take its 6000 bytes; as deltas a few
+	// dozen, and one in MaxDataChain+1 whole.
+	if limit := int64(rounds*6000/cas.MaxDataChain + rounds*300); grew > limit {
+		t.Errorf("%d rewrites logged %d bytes, want at most %d", rounds, grew, limit)
+	} else {
+		t.Logf("%d rewrites logged %d bytes", rounds, grew)
+	}
+	check := func(what string, tr *Tree) {
+		t.Helper()
+		n := tr.nodes[st.Ino]
+		got := make([]byte, len(model)+10)
+		k, err := tr.ReadAt(n, got, 0)
+		if err != nil || !bytes.Equal(got[:k], model) {
+			t.Fatalf("%s: read %d bytes (%v), differs from what was written", what, k, err)
+		}
+	}
+	l.mu.RLock()
+	check("live", l.t)
+	l.mu.RUnlock()
+	check("replay", replay(t, j))
+}
+
+// TestTruncateToZeroJoinsTheWrite: a truncation to 0 (open with O_TRUNC)
+// stays pending, so the rewrite after it is one OpData record, not a
+// truncation record and a write record; a truncation to 0 with nothing
+// written after it is journaled at the flush as a truncation. Both read
+// back after replay. Before, SetAttr journaled every truncation at once.
+func TestTruncateToZeroJoinsTheWrite(t *testing.T) {
+	l, j := newTestLive(t)
+	var inos []uint64
+	for _, name := range []string{"rewritten", "emptied"} {
+		st, err := l.Create(testCaller, RootIno, name, syscall.S_IFREG|0o644, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, []byte("first version\n"), 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Fsync(testCaller, st.Ino); err != nil {
+			t.Fatal(err)
+		}
+		inos = append(inos, st.Ino)
+	}
+	from := j.Head() + 1
+	for _, ino := range inos {
+		if _, err := l.SetAttr(testCaller, ino, SetAttrIn{Valid: SetSize, Size: 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.WriteAt(testCaller, inos[0], NoHandle, []byte("second\n"), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, ino := range inos {
+		if err := l.Fsync(testCaller, ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	_ = j.Iter(from, func(r *journal.Record) error {
+		got = append(got, fmt.Sprintf("%s ino %d size %d kind %d chunks %d", r.Op, r.Ino, r.Size, r.Kind, len(r.Chunks)))
+		return nil
+	})
+	want := []string{
+		fmt.Sprintf("%s ino %d size 7 kind %d chunks 1", journal.OpData, inos[0], journal.DataWrite),
+		fmt.Sprintf("%s ino %d size 0 kind %d chunks 0", journal.OpData, inos[1], journal.DataTruncate),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("records after the truncations:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	tr := replay(t, j)
+	buf := make([]byte, 64)
+	for i, want := range []string{"second\n", ""} {
+		k, err := tr.ReadAt(tr.nodes[inos[i]], buf, 0)
+		if err != nil || string(buf[:k]) != want {
+			t.Errorf("inode %d after replay: %q (%v), want %q", inos[i], buf[:k], err, want)
 		}
 	}
 }

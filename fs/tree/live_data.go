@@ -278,6 +278,9 @@ func (l *Live) flush(c Caller, n *Node, kind uint8) error {
 		return nil
 	}
 	r, blobs := l.t.Flush(n, kind)
+	if kind == journal.DataWrite && r.Size == 0 && len(r.Chunks) == 0 && len(r.Holes) == 0 {
+		r.Kind = journal.DataTruncate // a pending truncation to 0 (SetAttr), nothing written since
+	}
 	r.Time = l.now()
 	if l.t.nodes[n.Ino] != n {
 		for _, b := range blobs {

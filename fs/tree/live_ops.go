@@ -69,7 +69,8 @@ type SetAttrIn struct {
 const SetSize = 1 << 16
 
 // SetAttr changes attributes: size first (one OpData record with any
-// pending writes), then the rest (one OpSetattr record).
+// pending writes; a truncation to 0 stays pending until the next flush),
+// then the rest (one OpSetattr record).
 func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -95,8 +96,16 @@ func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
 			return Stat{}, err
 		}
 		l.markPending(c, n)
-		if err := l.flush(c, n, journal.DataTruncate); err != nil {
-			return Stat{}, err
+		// A truncation to 0 stays pending like a write: it is almost
+		// always open(2) with O_TRUNC, and the bytes that follow then
+		// go into the same record at close (one record and frame
+		// instead of two; 1,000 of the store-size benchmark's 2,103
+		// records). Like a write it is durable after fsync, close
+		// journals it, and the periodic FlushAll bounds its wait.
+		if in.Size != 0 {
+			if err := l.flush(c, n, journal.DataTruncate); err != nil {
+				return Stat{}, err
+			}
 		}
 	}
 	if v := in.Valid &^ SetSize; v != 0 {
