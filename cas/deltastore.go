@@ -2,6 +2,7 @@ package cas
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -89,43 +90,75 @@ func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
 }
 
 // undelta returns the object a delta entry stores: it walks the chain of
-// bases down to a cached or whole object (in one index transaction) and
-// applies the deltas upward, between two buffers. Only the result is
-// checked against its hash (by Get): a damaged link makes it mismatch. A
-// missing base is damage of this object.
+// bases down to a cached or whole object and applies the deltas upward,
+// between two buffers. Only the result is checked against its hash (by
+// Get, or against the page CRCs remembered for it): a damaged link makes
+// it mismatch. A missing base is damage of this object.
+//
+// A link's location comes from the remembered locations (loccache.go)
+// when they have it, else from the index, in one transaction for the
+// rest of the chain: a random writer's chunk is a chain of versions this
+// store wrote itself and remembered (Commit), so its read needs no index
+// lookup at all. A remembered location is only ever stale by a move or a
+// delete, after which the old bytes still read until their segment is
+// retired, and then not at all: a read error there walks the chain again
+// from the index alone.
 func (b *Badger) undelta(loc Loc) ([]byte, error) {
+	out, err := b.undeltaVia(loc, true)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		out, err = b.undeltaVia(loc, false)
+	}
+	return out, err
+}
+
+// undeltaVia is undelta, taking the links' locations from the remembered
+// ones first when remembered is set.
+func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 	chain := []Loc{loc}
 	var base []byte
-	err := b.db.View(func(txn *badger.Txn) error {
-		for cur := loc; ; {
-			if data, ok := b.cache.get(cur.Base); ok {
-				base = data
-				return nil
+	var txn *badger.Txn
+	defer func() {
+		if txn != nil {
+			txn.Discard()
+		}
+	}()
+	for cur := loc; ; {
+		if data, ok := b.cache.get(cur.Base); ok {
+			base = data
+			break
+		}
+		var bl Loc
+		if e, ok := b.locs.get(cur.Base); remembered && ok {
+			bl = e.loc
+		} else {
+			if txn == nil {
+				txn = b.db.NewTransaction(false)
 			}
-			data, bl, found, inLog, err := b.lookupTxn(txn, cur.Base, true)
+			data, l, found, inLog, err := b.lookupTxn(txn, cur.Base, true)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if !found {
-				return fmt.Errorf("delta base %s missing: %w", cur.Base, ErrCorrupt)
+				return nil, fmt.Errorf("delta base %s missing: %w", cur.Base, ErrCorrupt)
 			}
 			if !inLog {
 				base = data // format 1, inline
-				return nil
+				break
 			}
-			if bl.Comp != compDelta {
-				base, err = b.readWhole(cur.Base, bl)
-				return err
-			}
-			if len(chain) > maxDepth {
-				return fmt.Errorf("delta chain longer than %d: %w", maxDepth, ErrCorrupt)
-			}
-			chain = append(chain, bl)
-			cur = bl
+			bl = l
 		}
-	})
-	if err != nil {
-		return nil, err
+		if bl.Comp != compDelta {
+			var err error
+			if base, err = b.readWhole(cur.Base, bl); err != nil {
+				return nil, err
+			}
+			break
+		}
+		if len(chain) > maxDepth {
+			return nil, fmt.Errorf("delta chain longer than %d: %w", maxDepth, ErrCorrupt)
+		}
+		chain = append(chain, bl)
+		cur = bl
 	}
 	var bufs [2][]byte
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -172,6 +205,37 @@ func (b *Badger) cacheWritten(blobs []Blob, written map[Hash]bool, epoch uint64)
 	for _, bl := range blobs {
 		if !bl.Base.IsZero() && bl.BaseData == nil && written[bl.Hash] && len(bl.Data) >= minDeltaObject && len(bl.Data) <= maxDeltaObject {
 			b.cache.add(bl.Hash, bytes.Clone(bl.Data), epoch)
+		}
+	}
+}
+
+// rememberWritten remembers the location and page CRCs of each delta a
+// commit wrote for a blob that came with its BaseData (loccache.go), as
+// a read that verified it would: the writer (the live tree's Flush) has
+// just computed Hash from exactly these bytes, so they are as verified as
+// a read's. The next read-modify-write of the chunk, which a random
+// writer makes long after the cache has dropped it, then walks its chain
+// without index lookups and checks the result against the CRCs instead
+// of hashing it again (Get); damage in any link still makes it mismatch,
+// and the read falls back to the index and the full hash (ErrCorrupt).
+// Whole objects are not remembered: their remembered location would let
+// ReadRange and splice serve bytes never read back from disk.
+func (b *Badger) rememberWritten(blobs []Blob, entries []blobEntry, epoch uint64) {
+	var data map[Hash][]byte
+	for _, bl := range blobs {
+		if bl.BaseData != nil {
+			if data == nil {
+				data = make(map[Hash][]byte)
+			}
+			data[bl.Hash] = bl.Data
+		}
+	}
+	if data == nil {
+		return
+	}
+	for _, e := range entries {
+		if d, ok := data[e.h]; ok && e.loc.Comp == compDelta && int(e.loc.Raw) == len(d) {
+			b.locs.add(e.h, locEntry{loc: e.loc, crcs: pageCRCs(d)}, epoch)
 		}
 	}
 }

@@ -250,7 +250,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		return 0, 0, errors.New("commit: store has no log")
 	}
 	enc, _, _ := codecs()
-	epoch := b.cache.currentEpoch()
+	epoch, lepoch := b.cache.currentEpoch(), b.locs.currentEpoch()
 	var blobs []stored
 	var small []bool // candidates for a pack (pack.go)
 	var bases bool
@@ -354,6 +354,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			written[e.h] = true
 		}
 		b.cacheWritten(f.Blobs, written, epoch)
+		b.rememberWritten(f.Blobs, entries, lepoch)
 	}
 	return objects, deduped, nil
 }
