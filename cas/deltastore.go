@@ -116,6 +116,7 @@ func (b *Badger) undelta(loc Loc) ([]byte, error) {
 func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 	chain := []Loc{loc}
 	var base []byte
+	owned := true // base is a buffer of this read's own, not the cache's
 	var txn *badger.Txn
 	defer func() {
 		if txn != nil {
@@ -124,7 +125,7 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 	}()
 	for cur := loc; ; {
 		if data, ok := b.cache.get(cur.Base); ok {
-			base = data
+			base, owned = data, false
 			break
 		}
 		var bl Loc
@@ -160,22 +161,37 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 		chain = append(chain, bl)
 		cur = bl
 	}
-	var bufs [2][]byte
+	// A link that edits in place (a file chunk a write patched) is
+	// applied to the buffer below it, which this read owns (readWhole
+	// returns a buffer of its own; a cached base is copied first); the
+	// others are applied into a spare buffer (the one below the last),
+	// and the result's is always of its own.
+	var spare []byte
 	for i := len(chain) - 1; i >= 0; i-- {
 		l := chain[i]
 		d, err := b.log.readAt(l.Seg, l.Off, int(l.Stored))
 		if err != nil {
 			return nil, err
 		}
+		if _, ok := inPlaceOps(len(base), d); ok && int(l.Raw) == len(base) {
+			if !owned {
+				base, owned = bytes.Clone(base), true
+			}
+			undeltaInPlace(base, d)
+			continue
+		}
 		var dst []byte
 		if i > 0 {
-			dst = bufs[i%2][:0] // the last one is the result: a buffer of its own
+			dst = spare[:0]
 		}
 		out, err := undeltaInto(dst, base, d, int(l.Raw))
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
 		}
-		base, bufs[i%2] = out, out
+		if owned {
+			spare = base
+		}
+		base, owned = out, true
 	}
 	return base, nil
 }

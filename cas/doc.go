@@ -203,7 +203,10 @@
 //
 // Get walks a delta's chain down to a cached or whole object (a lookup
 // and a pread per link, no hashing), applies the deltas upward and checks
-// the result's hash once, as for any object; a missing base or a delta
+// the result's hash once, as for any object (a link that edits in place,
+// as a file chunk's does, is applied to the buffer below it: its inserts
+// overwrite, its copies are no-ops, so a link costs its inserted bytes
+// and not a copy of the chunk); a missing base or a delta
 // that does not apply is ErrCorrupt for the objects above it. Catch-up
 // and salvage rebuild delta index entries from the 'D' entries like any
 // other; the compactor copies a delta forward as it is, after checking it

@@ -74,3 +74,41 @@ func TestWrittenDeltaRemembered(t *testing.T) {
 		t.Fatalf("the base below the damage: %v", err)
 	}
 }
+
+// undeltaInPlace makes what Undelta makes of an edit in place (a shift
+// of random bytes is one too: Delta makes it one insert), and leaves the
+// buffer alone for any other delta (a length change, a cut one), which
+// undelta then applies between buffers.
+func TestUndeltaInPlace(t *testing.T) {
+	base := noise(31, ChunkSize)
+	inPlace := bytes.Clone(base)
+	copy(inPlace[8192:], noise(32, 4096))
+	copy(inPlace[ChunkSize-100:], noise(33, 100))
+	shifted := append(bytes.Clone(base[1:]), 7)
+	longer := append(bytes.Clone(base), 1, 2, 3)
+	for _, c := range []struct {
+		name   string
+		target []byte
+		want   bool
+	}{{"in place", inPlace, true}, {"shifted", shifted, false}, {"copies shifted", append([]byte{9}, bytes.Repeat([]byte("0123456789abcdef"), ChunkSize/16-1)...), false}, {"longer", longer, false}, {"same", base, true}} {
+		d := Delta(base, c.target)
+		buf := bytes.Clone(base)
+		got := undeltaInPlace(buf, d)
+		if c.want && !got || c.name == "longer" && got {
+			t.Fatalf("%s: in place %v, want %v", c.name, got, c.want)
+		}
+		if got && !bytes.Equal(buf, c.target) {
+			t.Fatalf("%s: wrong bytes", c.name)
+		}
+		if !got && !bytes.Equal(buf, base) {
+			t.Fatalf("%s: buffer changed", c.name)
+		}
+	}
+	d := Delta(base, inPlace)
+	for cut := 1; cut < len(d); cut += 97 {
+		buf := bytes.Clone(base)
+		if undeltaInPlace(buf, d[:cut]) || !bytes.Equal(buf, base) {
+			t.Fatalf("a delta cut at %d of %d applied", cut, len(d))
+		}
+	}
+}
