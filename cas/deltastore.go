@@ -226,7 +226,8 @@ func (b *Badger) cacheWritten(blobs []Blob, written map[Hash]bool, epoch uint64)
 }
 
 // rememberWritten remembers the location and page CRCs of each delta a
-// commit wrote for a blob that came with its BaseData (loccache.go), as
+// commit wrote for a blob that came with its BaseData (loccache.go; Commit
+// computes the CRCs before it takes the writer's lock), as
 // a read that verified it would: the writer (the live tree's Flush) has
 // just computed Hash from exactly these bytes, so they are as verified as
 // a read's. The next read-modify-write of the chunk, which a random
@@ -236,22 +237,13 @@ func (b *Badger) cacheWritten(blobs []Blob, written map[Hash]bool, epoch uint64)
 // and the read falls back to the index and the full hash (ErrCorrupt).
 // Whole objects are not remembered: their remembered location would let
 // ReadRange and splice serve bytes never read back from disk.
-func (b *Badger) rememberWritten(blobs []Blob, entries []blobEntry, epoch uint64) {
-	var data map[Hash][]byte
-	for _, bl := range blobs {
-		if bl.BaseData != nil {
-			if data == nil {
-				data = make(map[Hash][]byte)
-			}
-			data[bl.Hash] = bl.Data
-		}
-	}
-	if data == nil {
+func (b *Badger) rememberWritten(crcs map[Hash][]uint32, entries []blobEntry, epoch uint64) {
+	if len(crcs) == 0 {
 		return
 	}
 	for _, e := range entries {
-		if d, ok := data[e.h]; ok && e.loc.Comp == compDelta && int(e.loc.Raw) == len(d) {
-			b.locs.add(e.h, locEntry{loc: e.loc, crcs: pageCRCs(d)}, epoch)
+		if c, ok := crcs[e.h]; ok && e.loc.Comp == compDelta && len(c) == (int(e.loc.Raw)+pageSize-1)/pageSize {
+			b.locs.add(e.h, locEntry{loc: e.loc, crcs: c}, epoch)
 		}
 	}
 }

@@ -254,6 +254,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	var blobs []stored
 	var small []bool // candidates for a pack (pack.go)
 	var bases bool
+	var crcs map[Hash][]uint32 // page CRCs of the deltas to remember
 	packing := packable(f.Blobs)
 	seen := make(map[Hash]struct{}, len(f.Blobs))
 	for _, bl := range f.Blobs {
@@ -285,6 +286,13 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		isSmall := packing && len(bl.Data) <= packObjectMax
 		if delta && 4*(len(d.data)+deltaOverhead) <= len(bl.Data) {
 			s, isSmall = d, false
+			if bl.BaseData != nil {
+				// Before the writer's lock (see rememberWritten).
+				if crcs == nil {
+					crcs = map[Hash][]uint32{}
+				}
+				crcs[bl.Hash] = pageCRCs(bl.Data)
+			}
 		} else {
 			if !isSmall && !bl.Raw && len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
 				c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
@@ -354,8 +362,8 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 			written[e.h] = true
 		}
 		b.cacheWritten(f.Blobs, written, epoch)
-		b.rememberWritten(f.Blobs, entries, lepoch)
 	}
+	b.rememberWritten(crcs, entries, lepoch)
 	return objects, deduped, nil
 }
 
