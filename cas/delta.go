@@ -296,3 +296,71 @@ func undeltaInto(dst, base, delta []byte, limit int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// undeltaInPlace applies delta to buf, which holds its base, when the
+// delta is an edit in place: as long as its base, and every copy taking
+// the base's bytes at the offset it writes them to (what Delta makes of a
+// file chunk a write patched: appendAligned). Such copies are no-ops on
+// buf and the inserts overwrite what they replace, so a chain of them
+// costs its inserted bytes, not a copy of the object per link. It reports
+// false, with buf untouched, for any other delta (undeltaInto applies it)
+// and for one that does not decode (undeltaInto reports why).
+func undeltaInPlace(buf, delta []byte) bool {
+	ops, ok := inPlaceOps(len(buf), delta)
+	if !ok {
+		return false
+	}
+	for i, pos := ops, 0; i < len(delta); {
+		op, n := binary.Uvarint(delta[i:])
+		i += n
+		k := int(op >> 1)
+		if op&1 == 0 {
+			copy(buf[pos:], delta[i:i+k])
+			i += k
+		} else {
+			_, n := binary.Uvarint(delta[i:])
+			i += n
+		}
+		pos += k
+	}
+	return true
+}
+
+// inPlaceOps checks that delta is an edit in place of an object of size
+// bytes that decodes completely (see undeltaInPlace), and returns where
+// its ops start.
+func inPlaceOps(size int, delta []byte) (int, bool) {
+	i := 0
+	uv := func() (uint64, bool) {
+		v, n := binary.Uvarint(delta[i:])
+		if n <= 0 {
+			return 0, false
+		}
+		i += n
+		return v, true
+	}
+	bl, ok1 := uv()
+	tl, ok2 := uv()
+	if !ok1 || !ok2 || bl != uint64(size) || tl != uint64(size) {
+		return 0, false
+	}
+	start := i
+	pos := uint64(0)
+	for i < len(delta) {
+		op, ok := uv()
+		n := op >> 1
+		if !ok || n == 0 || n > tl-pos {
+			return 0, false
+		}
+		if op&1 == 0 {
+			if n > uint64(len(delta)-i) {
+				return 0, false
+			}
+			i += int(n)
+		} else if off, ok := uv(); !ok || off != pos {
+			return 0, false
+		}
+		pos += n
+	}
+	return start, pos == tl
+}

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -89,60 +90,108 @@ func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
 }
 
 // undelta returns the object a delta entry stores: it walks the chain of
-// bases down to a cached or whole object (in one index transaction) and
-// applies the deltas upward, between two buffers. Only the result is
-// checked against its hash (by Get): a damaged link makes it mismatch. A
-// missing base is damage of this object.
+// bases down to a cached or whole object and applies the deltas upward,
+// between two buffers. Only the result is checked against its hash (by
+// Get, or against the page CRCs remembered for it): a damaged link makes
+// it mismatch. A missing base is damage of this object.
+//
+// A link's location comes from the remembered locations (loccache.go)
+// when they have it, else from the index, in one transaction for the
+// rest of the chain: a random writer's chunk is a chain of versions this
+// store wrote itself and remembered (Commit), so its read needs no index
+// lookup at all. A remembered location is only ever stale by a move or a
+// delete, after which the old bytes still read until their segment is
+// retired, and then not at all: a read error there walks the chain again
+// from the index alone.
 func (b *Badger) undelta(loc Loc) ([]byte, error) {
+	out, err := b.undeltaVia(loc, true)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		out, err = b.undeltaVia(loc, false)
+	}
+	return out, err
+}
+
+// undeltaVia is undelta, taking the links' locations from the remembered
+// ones first when remembered is set.
+func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 	chain := []Loc{loc}
 	var base []byte
-	err := b.db.View(func(txn *badger.Txn) error {
-		for cur := loc; ; {
-			if data, ok := b.cache.get(cur.Base); ok {
-				base = data
-				return nil
+	owned := true // base is a buffer of this read's own, not the cache's
+	var txn *badger.Txn
+	defer func() {
+		if txn != nil {
+			txn.Discard()
+		}
+	}()
+	for cur := loc; ; {
+		if data, ok := b.cache.get(cur.Base); ok {
+			base, owned = data, false
+			break
+		}
+		var bl Loc
+		if e, ok := b.locs.get(cur.Base); remembered && ok {
+			bl = e.loc
+		} else {
+			if txn == nil {
+				txn = b.db.NewTransaction(false)
 			}
-			data, bl, found, inLog, err := b.lookupTxn(txn, cur.Base, true)
+			data, l, found, inLog, err := b.lookupTxn(txn, cur.Base, true)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if !found {
-				return fmt.Errorf("delta base %s missing: %w", cur.Base, ErrCorrupt)
+				return nil, fmt.Errorf("delta base %s missing: %w", cur.Base, ErrCorrupt)
 			}
 			if !inLog {
 				base = data // format 1, inline
-				return nil
+				break
 			}
-			if bl.Comp != compDelta {
-				base, err = b.readWhole(cur.Base, bl)
-				return err
-			}
-			if len(chain) > maxDepth {
-				return fmt.Errorf("delta chain longer than %d: %w", maxDepth, ErrCorrupt)
-			}
-			chain = append(chain, bl)
-			cur = bl
+			bl = l
 		}
-	})
-	if err != nil {
-		return nil, err
+		if bl.Comp != compDelta {
+			var err error
+			if base, err = b.readWhole(cur.Base, bl); err != nil {
+				return nil, err
+			}
+			break
+		}
+		if len(chain) > maxDepth {
+			return nil, fmt.Errorf("delta chain longer than %d: %w", maxDepth, ErrCorrupt)
+		}
+		chain = append(chain, bl)
+		cur = bl
 	}
-	var bufs [2][]byte
+	// A link that edits in place (a file chunk a write patched) is
+	// applied to the buffer below it, which this read owns (readWhole
+	// returns a buffer of its own; a cached base is copied first); the
+	// others are applied into a spare buffer (the one below the last),
+	// and the result's is always of its own.
+	var spare []byte
 	for i := len(chain) - 1; i >= 0; i-- {
 		l := chain[i]
 		d, err := b.log.readAt(l.Seg, l.Off, int(l.Stored))
 		if err != nil {
 			return nil, err
 		}
+		if _, ok := inPlaceOps(len(base), d); ok && int(l.Raw) == len(base) {
+			if !owned {
+				base, owned = bytes.Clone(base), true
+			}
+			undeltaInPlace(base, d)
+			continue
+		}
 		var dst []byte
 		if i > 0 {
-			dst = bufs[i%2][:0] // the last one is the result: a buffer of its own
+			dst = spare[:0]
 		}
 		out, err := undeltaInto(dst, base, d, int(l.Raw))
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
 		}
-		base, bufs[i%2] = out, out
+		if owned {
+			spare = base
+		}
+		base, owned = out, true
 	}
 	return base, nil
 }
@@ -172,6 +221,29 @@ func (b *Badger) cacheWritten(blobs []Blob, written map[Hash]bool, epoch uint64)
 	for _, bl := range blobs {
 		if !bl.Base.IsZero() && bl.BaseData == nil && !bl.Chunk && written[bl.Hash] && len(bl.Data) >= minDeltaObject && len(bl.Data) <= maxDeltaObject {
 			b.cache.add(bl.Hash, bytes.Clone(bl.Data), epoch)
+		}
+	}
+}
+
+// rememberWritten remembers the location and page CRCs of each delta a
+// commit wrote for a blob that came with its BaseData (loccache.go; Commit
+// computes the CRCs before it takes the writer's lock), as
+// a read that verified it would: the writer (the live tree's Flush) has
+// just computed Hash from exactly these bytes, so they are as verified as
+// a read's. The next read-modify-write of the chunk, which a random
+// writer makes long after the cache has dropped it, then walks its chain
+// without index lookups and checks the result against the CRCs instead
+// of hashing it again (Get); damage in any link still makes it mismatch,
+// and the read falls back to the index and the full hash (ErrCorrupt).
+// Whole objects are not remembered: their remembered location would let
+// ReadRange and splice serve bytes never read back from disk.
+func (b *Badger) rememberWritten(crcs map[Hash][]uint32, entries []blobEntry, epoch uint64) {
+	if len(crcs) == 0 {
+		return
+	}
+	for _, e := range entries {
+		if c, ok := crcs[e.h]; ok && e.loc.Comp == compDelta && len(c) == (int(e.loc.Raw)+pageSize-1)/pageSize {
+			b.locs.add(e.h, locEntry{loc: e.loc, crcs: c}, epoch)
 		}
 	}
 }

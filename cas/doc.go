@@ -247,7 +247,10 @@
 //
 // Get walks a delta's chain down to a cached or whole object (a lookup
 // and a pread per link, no hashing), applies the deltas upward and checks
-// the result's hash once, as for any object; a missing base or a delta
+// the result's hash once, as for any object (a link that edits in place,
+// as a file chunk's does, is applied to the buffer below it: its inserts
+// overwrite, its copies are no-ops, so a link costs its inserted bytes
+// and not a copy of the chunk); a missing base or a delta
 // that does not apply is ErrCorrupt for the objects above it. Catch-up
 // and salvage rebuild delta index entries from the 'D' entries like any
 // other; the compactor copies a delta forward as it is, after checking it
@@ -341,6 +344,17 @@
 // locations they change, fenced by an epoch like the cache; a stale one
 // only fails over to a fresh lookup, since a segment stays readable until
 // it is retired and segment numbers are never reused.
+//
+// A commit remembers the same for each delta it writes of a blob that
+// came with its BaseData (the live tree's read-modify-write of a chunk,
+// whose Flush has just hashed exactly those bytes), and a delta chain's
+// read takes its links' locations from there before the index: a random
+// writer's next write into that chunk, long after the cache dropped it,
+// walks the chain without index lookups and checks CRCs instead of
+// hashing 64 KiB (fio random 4 KiB writes: some 50 us less daemon CPU per
+// write). Damage in any link still fails the CRCs and then the full
+// check. Whole objects a commit writes are not remembered, so ReadRange
+// and splice serve only bytes once read back and verified.
 //
 // # A second backend
 //

@@ -333,10 +333,11 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		return 0, 0, errors.New("commit: store has no log")
 	}
 	enc, _, _ := codecs()
-	epoch := b.cache.currentEpoch()
+	epoch, lepoch := b.cache.currentEpoch(), b.locs.currentEpoch()
 	var blobs []stored
 	var small []bool // candidates for a pack (pack.go)
 	var bases bool
+	var crcs map[Hash][]uint32 // page CRCs of the deltas to remember
 	packing := packable(f.Blobs)
 	seen := make(map[Hash]struct{}, len(f.Blobs))
 	for _, bl := range f.Blobs {
@@ -368,6 +369,13 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		isSmall := packing && len(bl.Data) <= packObjectMax
 		if delta && 4*(len(d.data)+deltaOverhead) <= len(bl.Data) {
 			s, isSmall = d, false
+			if bl.BaseData != nil {
+				// Before the writer's lock (see rememberWritten).
+				if crcs == nil {
+					crcs = map[Hash][]uint32{}
+				}
+				crcs[bl.Hash] = pageCRCs(bl.Data)
+			}
 		} else {
 			if !isSmall && !bl.Raw && len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
 				c := enc.EncodeAll(bl.Data, make([]byte, 0, len(bl.Data)))
@@ -438,6 +446,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		}
 		b.cacheWritten(f.Blobs, written, epoch)
 	}
+	b.rememberWritten(crcs, entries, lepoch)
 	return objects, deduped, nil
 }
 
