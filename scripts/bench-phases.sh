@@ -29,7 +29,7 @@ phase_history() {
 		shadow "$sg" "$nat" init -q
 		shadow_commit "$sg" "$nat" base >>"$LOG" 2>&1
 		drop_caches
-		measure "import:$n" reynfs 1 mount_reynfs "$rf" "$st"
+		measure_mount "import:$n" reynfs 1 "$rf" "$st"
 		is_mounted "$rf" || die "reynfs mount of $rf failed; see $LOG"
 		pid=${RF_PID[$rf]}
 		for ((r = 1; r <= HIST_RUNS; r++)); do
@@ -160,7 +160,7 @@ phase_recovery() {
 		while alive_daemon "$pid" "$st"; do sleep 0.05; done
 		umount -l "$rf"
 		drop_caches
-		measure recovery reynfs "$r" mount_reynfs "$rf" "$st"
+		measure_mount recovery reynfs "$r" "$rf" "$st"
 		is_mounted "$rf" || die "reynfs did not come back after kill -9; see $LOG"
 		head=$(head_seq "$rf")
 		say "  after recovery: head seq $head (generation at $gen)"
@@ -228,7 +228,7 @@ phase_scale() {
 	tool gentree "$rf" "$n"
 	say "  generated $n files in $((SECONDS - t0)) s"
 	drop_caches
-	measure "scale-import" reynfs 1 mount_reynfs "$rf" "$st"
+	measure_mount "scale-import" reynfs 1 "$rf" "$st"
 	is_mounted "$rf" || die "reynfs mount of $rf failed; see $LOG"
 	pid=${RF_PID[$rf]}
 	record scale-rss-mounted reynfs 1 "$(rss_of "$pid" VmRSS)" MiB
