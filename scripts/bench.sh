@@ -401,7 +401,14 @@ gobuild() { # gobuild DIR: build DIR/gomod with the build cache DIR/gocache
 		go build -C "$1/gomod" -o "$1/gomod/app" .
 }
 
-git_commit_all() { git -C "$1" init -q && git -C "$1" add -A && git -C "$1" commit -q -m bench; }
+# git_commit_all DIR: git init, add and commit of DIR, with automatic gc off
+# (see shadow_init in bench-phases.sh): a detached `git gc --auto` after
+# the commit of the Go tree (over 6700 loose objects) would run behind
+# the rows that follow, on every target.
+git_commit_all() {
+	git -C "$1" init -q && git -C "$1" config gc.auto 0 && git -C "$1" config maintenance.auto false &&
+		git -C "$1" add -A && git -C "$1" commit -q -m bench
+}
 
 phase_files() {
 	local tarball="$WORK/src.tar" r t d step nfiles
