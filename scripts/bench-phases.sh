@@ -10,6 +10,16 @@ shadow() { # shadow GITDIR WORKTREE GIT-ARGS...
 	git --git-dir="$g" --work-tree="$w" "$@"
 }
 shadow_commit() { shadow "$1" "$2" add -A && shadow "$1" "$2" commit -q -m "$3"; }
+# shadow_init GITDIR WORKTREE: a shadow repository without automatic gc.
+# A commit that leaves more than gc.auto (6700) loose objects starts a
+# detached `git gc --auto`: after the 100k-file baseline commit it
+# repacked for minutes (pack-objects with deltas on both CPUs, 38 s of CPU
+# in its first 150 s on a loaded 2-CPU machine) while the rows after it
+# ran, the cold first mount of the 100k-file tree among them. No row times
+# git's gc; each row is measured without it running behind.
+shadow_init() {
+	shadow "$1" "$2" init -q && shadow "$1" "$2" config gc.auto 0 && shadow "$1" "$2" config maintenance.auto false
+}
 shadow_reset() { shadow "$1" "$2" reset --hard -q && shadow "$1" "$2" clean -fdxq; }
 
 # rss_of PID FIELD: a /proc/PID/status size field (VmRSS, VmHWM, RssAnon, RssFile) in MiB.
@@ -26,10 +36,10 @@ phase_history() {
 		say "  $n files: generating the tree and the shadow-git baseline"
 		tool gentree "$nat" "$n"
 		cp -a "$nat" "$rf"
-		shadow "$sg" "$nat" init -q
+		shadow_init "$sg" "$nat"
 		shadow_commit "$sg" "$nat" base >>"$LOG" 2>&1
 		drop_caches
-		measure "import:$n" reynfs 1 mount_reynfs "$rf" "$st"
+		measure_mount "import:$n" reynfs 1 "$rf" "$st"
 		is_mounted "$rf" || die "reynfs mount of $rf failed; see $LOG"
 		pid=${RF_PID[$rf]}
 		for ((r = 1; r <= HIST_RUNS; r++)); do
@@ -80,8 +90,7 @@ phase_store() {
 	rm -rf "$nat" "$rf" "$st" "$sg"
 	tool gentree "$nat" "$STORE_FILES"
 	cp -a "$nat" "$rf"
-	shadow "$sg" "$nat" init -q
-	shadow "$sg" "$nat" config gc.auto 0
+	shadow_init "$sg" "$nat"
 	shadow_commit "$sg" "$nat" base >>"$LOG" 2>&1
 	mount_reynfs "$rf" "$st" || die "reynfs mount of $rf failed; see $LOG"
 	for ((g = 1; g <= STORE_GENS; g++)); do
@@ -160,7 +169,7 @@ phase_recovery() {
 		while alive_daemon "$pid" "$st"; do sleep 0.05; done
 		umount -l "$rf"
 		drop_caches
-		measure recovery reynfs "$r" mount_reynfs "$rf" "$st"
+		measure_mount recovery reynfs "$r" "$rf" "$st"
 		is_mounted "$rf" || die "reynfs did not come back after kill -9; see $LOG"
 		head=$(head_seq "$rf")
 		say "  after recovery: head seq $head (generation at $gen)"
@@ -228,7 +237,7 @@ phase_scale() {
 	tool gentree "$rf" "$n"
 	say "  generated $n files in $((SECONDS - t0)) s"
 	drop_caches
-	measure "scale-import" reynfs 1 mount_reynfs "$rf" "$st"
+	measure_mount "scale-import" reynfs 1 "$rf" "$st"
 	is_mounted "$rf" || die "reynfs mount of $rf failed; see $LOG"
 	pid=${RF_PID[$rf]}
 	record scale-rss-mounted reynfs 1 "$(rss_of "$pid" VmRSS)" MiB

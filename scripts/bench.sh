@@ -164,12 +164,30 @@ is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/m
 # alive_daemon PID STORE: PID is still the reynfs daemon of STORE (not a reused pid).
 alive_daemon() { [[ -n "$1" ]] && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$2"; }
 
-# mount_reynfs DIR STORE: mount DIR over itself; remembers the daemon's pid.
+# mount_reynfs DIR STORE: mount DIR over itself; remembers the daemon's pid
+# and sets MOUNT_TOOK to the wall time of the mount command alone.
 mount_reynfs() {
-	local dir=$1 store=$2
+	local dir=$1 store=$2 t0
+	t0=$EPOCHREALTIME
 	"$REYNFS" mount "$dir" --store "$store" >>"$LOG" 2>&1 || return 1
+	MOUNT_TOOK=$(elapsed "$t0" "$EPOCHREALTIME")
 	RF_STORE[$dir]=$store
 	RF_PID[$dir]=$("$REYNFS" status "$dir" --json | tool field pid)
+}
+
+# measure_mount KEY TARGET RUN DIR STORE: mount_reynfs, recording the time
+# of `reynfs mount` until it returns (the mount is ready). The pid look-up
+# after it is not timed: it starts python3, which after drop_caches reads
+# its standard library from the disk (0.1-0.5 s on a quiet machine, over
+# 1 s on a loaded one), and is no part of a mount.
+measure_mount() {
+	local key=$1 target=$2 run=$3
+	if mount_reynfs "$4" "$5" 2>>"$LOG"; then
+		record "$key" "$target" "$run" "$MOUNT_TOOK" s
+	else
+		warn "$key on $target (run $run) failed; see $LOG"
+		record "$key" "$target" "$run" nan s
+	fi
 }
 
 # unmount_reynfs DIR: clean unmount (write-back); lazily if that fails.
@@ -383,7 +401,14 @@ gobuild() { # gobuild DIR: build DIR/gomod with the build cache DIR/gocache
 		go build -C "$1/gomod" -o "$1/gomod/app" .
 }
 
-git_commit_all() { git -C "$1" init -q && git -C "$1" add -A && git -C "$1" commit -q -m bench; }
+# git_commit_all DIR: git init, add and commit of DIR, with automatic gc off
+# (see shadow_init in bench-phases.sh): a detached `git gc --auto` after
+# the commit of the Go tree (over 6700 loose objects) would run behind
+# the rows that follow, on every target.
+git_commit_all() {
+	git -C "$1" init -q && git -C "$1" config gc.auto 0 && git -C "$1" config maintenance.auto false &&
+		git -C "$1" add -A && git -C "$1" commit -q -m bench
+}
 
 phase_files() {
 	local tarball="$WORK/src.tar" r t d step nfiles
