@@ -67,6 +67,8 @@ type Tail struct {
 	Bytes  int64
 	End    Pos  // end of the last complete frame
 	Torn   bool // a torn frame or segment followed End (cut by a writable open)
+	// EndFile is the segment file End is in, for messages.
+	EndFile string
 	// Damage is set when the log is damaged (it wraps ErrDamaged); the
 	// frames before the damage are still in Frames and the overlay.
 	Damage error
@@ -168,7 +170,7 @@ func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
 			rs = nil // salvage reads the whole log: it needs none
 		}
 	}
-	t := &Tail{Frames: len(res.frames), End: res.end, Torn: res.cut || len(res.drop) > 0 || down, Damage: res.damage, KV: map[string][]byte{}, Reverted: len(rs)}
+	t := &Tail{Frames: len(res.frames), End: res.end, EndFile: l.path(res.end.Seg), Torn: res.cut || len(res.drop) > 0 || down, Damage: res.damage, KV: map[string][]byte{}, Reverted: len(rs)}
 	if res.damage != nil && !keepDamaged {
 		return t, res.damage
 	}

@@ -106,6 +106,7 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		id = []byte(man.ID)
 	}
 	var tail map[string][]byte
+	var torn string // where the scan cut a torn tail, for a lost-history message
 	if format >= formatLog {
 		// Read the log's tail past the index, without writing a byte.
 		o, t, err := openLog(db, dir, string(id), true, opts.ReadOnly && opts.Damaged, nil)
@@ -114,6 +115,9 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		}
 		if t != nil {
 			tail = t.KV
+			if t.Torn {
+				torn = fmt.Sprintf("%s at offset %d", t.EndFile, t.End.Off)
+			}
 		}
 		if err != nil {
 			if err := note(err); err != nil {
@@ -132,7 +136,12 @@ func verify(dir string, opts Options, man *Manifest) ([]string, *Journal, error)
 		if err != nil {
 			return err
 		}
-		return checkMarks(r, man, high)
+		err = checkMarks(r, man, high)
+		if err != nil && torn != "" {
+			// The log ends early: the torn frame is where it was lost.
+			err = fmt.Errorf("%w; the log ends early, in %s (a torn frame that no later frame shows was synced)", err, torn)
+		}
+		return err
 	})
 	if err != nil {
 		if err := note(corrupt(err)); err != nil {
