@@ -416,19 +416,9 @@ func (r reader) highestSeq() (uint64, error) {
 	return max(high, last), err
 }
 
-// lastSeq returns the highest seq under a seq-keyed prefix, 0 if none.
-func lastSeq(txn *badger.Txn, prefix byte) (uint64, error) {
-	it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte{prefix}})
-	defer it.Close()
-	it.Seek(seqKey(prefix, ^uint64(0)))
-	if !it.Valid() {
-		return 0, nil
-	}
-	return keySeqOf(it.Item().Key())
-}
-
-// lastSeqTail is lastSeq, passing over the keys the tail deletes (a
-// read-only open's catch-down of an index ahead of the log).
+// lastSeqTail returns the highest seq under a seq-keyed prefix, 0 if
+// none, passing over the keys the tail deletes (a read-only open's
+// catch-down of an index ahead of the log).
 func lastSeqTail(txn *badger.Txn, prefix byte, tail map[string][]byte) (uint64, error) {
 	it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte{prefix}})
 	defer it.Close()
