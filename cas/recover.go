@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // KeyLogPos is the Badger key (in the journal's "m/" namespace, claimed
@@ -355,4 +357,196 @@ func (l *segLog) cutTail(res scanResult) error {
 		return fmt.Errorf("cut torn tail of %s at %d: %w", f.Name(), res.end.Off, err)
 	}
 	return f.Sync()
+}
+
+// CatchUp brings the index up to the log: it reads the position the index
+// covers, scans the log from there and applies each complete frame's
+// index writes (idempotent, so a crash during catch-up is harmless). A
+// writable store cuts a torn tail and writes the index; a read-only one
+// keeps what it found in memory (Tail.KV and the object overlay) and
+// writes nothing. Damage is returned as an error wrapping ErrDamaged
+// unless keepDamaged is set, when it is only reported in Tail.Damage.
+func (b *Badger) CatchUp(keepDamaged bool) (*Tail, error) {
+	l := b.log
+	from, err := b.logPos()
+	if err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	indexed := from
+	salvage := keepDamaged && l.readOnly
+	if salvage {
+		// Salvage: read the whole log, so that what a damaged index
+		// lost (an unreadable table, say) is found in the log itself.
+		from, b.salvaged = Pos{}, &indexed
+	}
+	// The index may be ahead of the log (catchdown.go): its position
+	// past a torn tail.
+	vers, err := b.logPosVersions()
+	if err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	var down bool // the index's position lies past a torn tail
+	var downErr error
+	if !salvage {
+		x, ok, err := b.aheadAt(vers)
+		switch {
+		case errors.Is(err, ErrDamaged):
+			downErr = err
+		case err != nil:
+			return nil, fmt.Errorf("catch up: %w", err)
+		case ok:
+			from = catchDownAt(x, vers)
+			indexed, down = from, true
+		}
+	}
+	res, err := l.scan(from)
+	if err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	if res.damage == nil && downErr != nil {
+		res.damage = downErr
+	}
+	if res.damage == nil && posLess(res.end, indexed) {
+		res.damage = fmt.Errorf("%w: %s: the log ends at offset %d, the index covers it to offset %d",
+			ErrDamaged, l.path(res.end.Seg), res.end.Off, indexed.Off)
+	}
+	// A torn tail: what the index knows of frames from it on (written
+	// back by the kernel from Badger's mapped WAL, never synced) goes.
+	var rs []revert
+	if res.damage == nil && (down || res.cut || len(res.drop) > 0) {
+		rs, err = b.reverts(res.end, vers, res.past)
+		switch {
+		case errors.Is(err, ErrDamaged):
+			res.damage, rs = err, nil
+		case err != nil:
+			return nil, fmt.Errorf("catch up: %w", err)
+		case salvage:
+			rs = nil // salvage reads the whole log: it needs none
+		}
+	}
+	t := &Tail{Frames: len(res.frames), End: res.end, EndFile: l.path(res.end.Seg), Torn: res.cut || len(res.drop) > 0 || down, Damage: res.damage, KV: map[string][]byte{}, Reverted: len(rs)}
+	if res.damage != nil && !keepDamaged {
+		return t, res.damage
+	}
+	for _, f := range res.frames {
+		t.Bytes += f.end - f.at.Off
+	}
+	if l.readOnly {
+		b.tail = map[Hash]Loc{}
+		for _, r := range rs {
+			if len(r.key) == keyLen && r.key[0] == LogPrefix {
+				var h Hash
+				copy(h[:], r.key[1:])
+				if loc, err := decodeLoc(r.val); r.val != nil && err == nil {
+					b.tail[h] = loc
+				} else {
+					if b.hidden == nil {
+						b.hidden = map[Hash]bool{}
+					}
+					b.hidden[h] = true
+				}
+				continue
+			}
+			t.KV[string(r.key)] = r.val
+		}
+		for _, f := range res.frames {
+			for _, e := range f.blobs {
+				b.tail[e.h] = e.loc
+				delete(b.hidden, e.h)
+			}
+			if posLess(f.at, indexed) {
+				// Salvage read this frame only for its objects: its
+				// key writes are in the index, and replaying them over
+				// it would bring back what Truncate dropped since.
+				continue
+			}
+			for _, o := range f.ops {
+				if o.Del {
+					t.KV[string(o.Key)] = nil
+				} else {
+					t.KV[string(o.Key)] = o.Val
+				}
+			}
+		}
+		return t, nil
+	}
+	if res.damage != nil {
+		return t, res.damage // never write past damage
+	}
+	if len(rs) > 0 || down {
+		// Durable before the cut: a crash after it must not find the
+		// index past a log whose frames no longer show (by their marks)
+		// that no sync covered them.
+		wb := b.db.NewWriteBatch()
+		defer wb.Cancel()
+		if err := b.writeReverts(wb, rs); err != nil {
+			return nil, fmt.Errorf("catch down: %w", err)
+		}
+		if from != (Pos{}) {
+			if err := wb.Set(KeyLogPos, from.encode()); err != nil {
+				return nil, fmt.Errorf("catch down: %w", err)
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			return nil, fmt.Errorf("catch down: %w", err)
+		}
+		if err := b.db.Sync(); err != nil {
+			return nil, fmt.Errorf("catch down: sync index: %w", err)
+		}
+		if b.fault != nil {
+			if err := b.fault("catchdown"); err != nil {
+				return nil, fmt.Errorf("catch down: injected fault: %w", err)
+			}
+		}
+	}
+	if err := l.cutTail(res); err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	if len(res.frames) > 0 {
+		if b.fault != nil {
+			if err := b.fault("catchup"); err != nil {
+				return nil, fmt.Errorf("catch up: injected fault: %w", err)
+			}
+		}
+		wb := b.db.NewWriteBatch()
+		defer wb.Cancel()
+		for _, f := range res.frames {
+			if err := applyFrame(wb, f.blobs, f.ops); err != nil {
+				return nil, fmt.Errorf("catch up: %w", err)
+			}
+		}
+		if err := wb.Set(KeyLogPos, res.end.encode()); err != nil {
+			return nil, fmt.Errorf("catch up: %w", err)
+		}
+		if err := wb.Flush(); err != nil {
+			return nil, fmt.Errorf("catch up: %w", err)
+		}
+		// The frames may be in the page cache only (a kill -9 before
+		// their sync): make them durable before the index that claims
+		// them, so a power cut now cannot leave the index past the log.
+		for n := res.frames[0].at.Seg; n <= res.end.Seg; n++ {
+			f, err := l.file(n)
+			if err == nil {
+				err = unix.Fdatasync(int(f.Fd()))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("catch up: sync %s: %w", l.path(n), err)
+			}
+		}
+		if err := b.db.Sync(); err != nil {
+			return nil, fmt.Errorf("catch up: sync index: %w", err)
+		}
+	}
+	end := res.end
+	if end.Seg == 0 {
+		// An empty log: start the first segment.
+		if err := l.create(1); err != nil {
+			return nil, fmt.Errorf("catch up: %w", err)
+		}
+		end = Pos{1, segHeaderSize}
+	}
+	if err := l.resume(end.Seg, end.Off); err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
+	}
+	return t, nil
 }

@@ -239,84 +239,6 @@ func parallel(n, bytes int, fn func(i int)) {
 // maxSumWorkers bounds the goroutines one hashing job uses.
 const maxSumWorkers = 8
 
-// sum notes h as the hash of n's pending chunk idx, whose buffer holds
-// exactly the bytes hashed; unsum forgets it before the buffer changes.
-// Every change of a pending buffer goes through pendingChunkFrom, Truncate,
-// ZeroRange or WriteAtFrom, which keep the two in step.
-func (t *Tree) sum(n *Node, idx uint64, h ChunkSum) {
-	if t.sums == nil {
-		t.sums = map[*Node]map[uint64]ChunkSum{}
-	}
-	m := t.sums[n]
-	if m == nil {
-		m = map[uint64]ChunkSum{}
-		t.sums[n] = m
-	}
-	m[idx] = h
-}
-
-func (t *Tree) unsum(n *Node, idx uint64) {
-	if m := t.sums[n]; m != nil {
-		delete(m, idx)
-	}
-}
-
-// setBase notes b, the stored chunk (hash and verified bytes) that n's
-// pending chunk idx was read from for a read-modify-write: Flush names it
-// as the new chunk's Blob.Base and hands its bytes in, so the store can
-// keep a chunk a 4 KiB write changed as a delta of some 4 KiB against it
-// instead of 64 KiB again (an fsync'd append, a database page, a random
-// writer), without reading the base back. unbase forgets it when the
-// slot is replaced wholly (a whole-chunk write, a hole, a cut): a delta
-// against unrelated bytes is only work for the committer.
-func (t *Tree) setBase(n *Node, idx uint64, b cas.Blob) {
-	if t.bases == nil {
-		t.bases = map[*Node]map[uint64]cas.Blob{}
-	}
-	m := t.bases[n]
-	if m == nil {
-		m = map[uint64]cas.Blob{}
-		t.bases[n] = m
-	}
-	m[idx] = b
-}
-
-func (t *Tree) unbase(n *Node, idx uint64) {
-	if m := t.bases[n]; m != nil {
-		delete(m, idx)
-	}
-}
-
-// maxCutNodes bounds the nodes whose cut chunks the tree remembers (see
-// Tree.cuts): a file truncated and never written again keeps its entry
-// until the next flush of its data, so past this many the hints start
-// over.
-const maxCutNodes = 4096
-
-// maxLineageChunk bounds the new chunks Flush names a cut chunk as Base
-// for: the committer reads such a base itself (a cold read), which is
-// worth it for a small file rewritten whole (a source file an editor or
-// a generator writes again: a delta of a few dozen bytes instead of the
-// file, docs/storage.md) but would double the reads of a big file copied
-// over an old one.
-const maxLineageChunk = 16 << 10
-
-// noteCut remembers that a truncation cut the stored chunk h from slot
-// idx of n (see Tree.cuts).
-func (t *Tree) noteCut(n *Node, idx uint64, h cas.Hash) {
-	if t.cuts == nil || len(t.cuts) >= maxCutNodes && t.cuts[n] == nil {
-		t.cuts = map[*Node]map[uint64]cas.Hash{}
-	}
-	m := t.cuts[n]
-	if m == nil {
-		m = map[uint64]cas.Hash{}
-		t.cuts[n] = m
-	}
-	if _, ok := m[idx]; !ok { // the oldest cut is what the store holds
-		m[idx] = h
-	}
-}
-
 // WriteAtFrom is WriteAt that takes what the caller prepared before its
 // lock where it still holds (see Prepared); pre may be nil.
 func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepared) error {
@@ -603,13 +525,6 @@ func (n *Node) punch(hs []journal.HoleRange) {
 
 // ClearPending drops the pending buffers once their record is applied.
 func (n *Node) ClearPending() { n.pending = nil }
-
-// dropSums forgets the hashes and bases noted for n's pending chunks
-// (see sum and setBase), when its buffers are dropped.
-func (t *Tree) dropSums(n *Node) {
-	delete(t.sums, n)
-	delete(t.bases, n)
-}
 
 var zeroChunk [cas.ChunkSize]byte
 

@@ -1,0 +1,86 @@
+package tree
+
+import "github.com/reynfs/reynfs/cas"
+
+// What the tree notes beside a file's pending chunks, per chunk slot:
+// the hash of a pending buffer (sums), the stored chunk it was read from
+// (bases) and the stored chunk a truncation cut (cuts). Each is a map
+// from node to slot index, kept in step with the buffers by content.go.
+
+// slotsOf returns n's slot map in *m, making both as needed.
+func slotsOf[V any](m *map[*Node]map[uint64]V, n *Node) map[uint64]V {
+	if *m == nil {
+		*m = map[*Node]map[uint64]V{}
+	}
+	s := (*m)[n]
+	if s == nil {
+		s = map[uint64]V{}
+		(*m)[n] = s
+	}
+	return s
+}
+
+// sum notes h as the hash of n's pending chunk idx, whose buffer holds
+// exactly the bytes hashed; unsum forgets it before the buffer changes.
+// Every change of a pending buffer goes through pendingChunkFrom, Truncate,
+// ZeroRange or WriteAtFrom, which keep the two in step.
+func (t *Tree) sum(n *Node, idx uint64, h ChunkSum) {
+	slotsOf(&t.sums, n)[idx] = h
+}
+
+func (t *Tree) unsum(n *Node, idx uint64) {
+	if m := t.sums[n]; m != nil {
+		delete(m, idx)
+	}
+}
+
+// setBase notes b, the stored chunk (hash and verified bytes) that n's
+// pending chunk idx was read from for a read-modify-write: Flush names it
+// as the new chunk's Blob.Base and hands its bytes in, so the store can
+// keep a chunk a 4 KiB write changed as a delta of some 4 KiB against it
+// instead of 64 KiB again (an fsync'd append, a database page, a random
+// writer), without reading the base back. unbase forgets it when the
+// slot is replaced wholly (a whole-chunk write, a hole, a cut): a delta
+// against unrelated bytes is only work for the committer.
+func (t *Tree) setBase(n *Node, idx uint64, b cas.Blob) {
+	slotsOf(&t.bases, n)[idx] = b
+}
+
+func (t *Tree) unbase(n *Node, idx uint64) {
+	if m := t.bases[n]; m != nil {
+		delete(m, idx)
+	}
+}
+
+// maxCutNodes bounds the nodes whose cut chunks the tree remembers (see
+// Tree.cuts): a file truncated and never written again keeps its entry
+// until the next flush of its data, so past this many the hints start
+// over.
+const maxCutNodes = 4096
+
+// maxLineageChunk bounds the new chunks Flush names a cut chunk as Base
+// for: the committer reads such a base itself (a cold read), which is
+// worth it for a small file rewritten whole (a source file an editor or
+// a generator writes again: a delta of a few dozen bytes instead of the
+// file, docs/storage.md) but would double the reads of a big file copied
+// over an old one.
+const maxLineageChunk = 16 << 10
+
+// noteCut remembers that a truncation cut the stored chunk h from slot
+// idx of n (see Tree.cuts).
+func (t *Tree) noteCut(n *Node, idx uint64, h cas.Hash) {
+	if len(t.cuts) >= maxCutNodes && t.cuts[n] == nil {
+		t.cuts = nil
+	}
+	m := slotsOf(&t.cuts, n)
+	if _, ok := m[idx]; !ok { // the oldest cut is what the store holds
+		m[idx] = h
+	}
+}
+
+// dropSums forgets the hashes and bases noted for n's pending chunks
+// (see sum and setBase), when its buffers are dropped.
+func (t *Tree) dropSums(n *Node) {
+	delete(t.sums, n)
+	delete(t.bases, n)
+}
