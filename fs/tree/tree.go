@@ -19,14 +19,14 @@ type Tree struct {
 	OnDrop func(*Node)
 
 	// sums: hashes of whole pending chunks computed before the live
-	// lock (content.go), by node and chunk index.
+	// lock (content.go; slotnotes.go), by node and chunk index.
 	sums map[*Node]map[uint64]ChunkSum
 	// bases: the stored chunk each read-modify-written pending chunk
-	// was made from, by node and chunk index (content.go, setBase).
+	// was made from, by node and chunk index (slotnotes.go, setBase).
 	bases map[*Node]map[uint64]cas.Blob
 	// cuts: the stored chunk a truncation cut from each slot, by node
 	// and chunk index, until the node's next data flush names it as the
-	// new chunk's Base (content.go, noteCuts): a file rewritten whole
+	// new chunk's Base (slotnotes.go, noteCut): a file rewritten whole
 	// (open with O_TRUNC, write) is then stored as a delta against its
 	// previous version. Only a hint: bounded, and dropped freely.
 	cuts map[*Node]map[uint64]cas.Hash
