@@ -127,7 +127,12 @@
 // frame are not written again. SyncLog is one fdatasync of the segments
 // written since the last one, and may run while a commit writes its index
 // (Frame.Appended tells the journal the frame is written); Badger is synced
-// by the journal's background checkpoint. CatchUp, on open, scans the
+// by the journal's background checkpoint. Commit is Append (the frame)
+// and then Unindexed.Index (the index): the writer lock is held from the
+// one to the other, so index writes, "m/logpos" among them, follow the log
+// in order, and Index may run on another goroutine (the journal's
+// committer indexes a frame a Sync appended while that Sync runs the
+// fdatasync). CatchUp, on open, scans the
 // log from "m/logpos" and re-applies every complete frame (idempotent),
 // cuts a torn tail, and reports damage (ErrDamaged): see journal/doc.go,
 // "Damage".

@@ -136,10 +136,42 @@ func (b *Badger) Logged() bool { return b.log != nil }
 // SyncLog makes the frame durable, Checkpoint the index. Blobs already
 // stored (not looked up for a Fresh frame), and repeats within f, are not
 // written again. A frame whose write fails is cut off again and the error
-// returned.
+// returned. Commit is Append and then Unindexed.Index.
 func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
+	u, deduped, err := b.Append(f)
+	if err != nil || u == nil {
+		return 0, deduped, err
+	}
+	written, err = u.Index()
+	return written, deduped, err
+}
+
+// Unindexed is a frame Append wrote to the log whose index is not written
+// yet. It holds the log's writer lock, so no other frame is appended (nor
+// indexed) before its index: the index, and "m/logpos" with it, follows
+// the log in order. Index writes the index and releases the lock; it must
+// be called exactly once, and may be called from another goroutine than
+// Append (the journal's committer indexes a frame its Sync appended, while
+// that Sync runs the log's fdatasync).
+type Unindexed struct {
+	b             *Badger
+	f             *Frame
+	at            Pos
+	frameLen      int64
+	offs          []int64
+	blobs         []stored
+	bases         bool
+	crcs          map[Hash][]uint32
+	epoch, lepoch uint64
+}
+
+// Append writes f as one frame of the log (Commit's first half) and
+// returns it unindexed, with the log's writer lock held until its Index;
+// nil (and no lock held) when f had nothing to write, every blob stored.
+// On an error nothing is held and the frame is cut off again.
+func (b *Badger) Append(f *Frame) (u *Unindexed, deduped int, err error) {
 	if b.log == nil {
-		return 0, 0, errors.New("commit: store has no log")
+		return nil, 0, errors.New("commit: store has no log")
 	}
 	enc, _, _ := codecs()
 	epoch, lepoch := b.cache.currentEpoch(), b.locs.currentEpoch()
@@ -159,7 +191,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		if !f.Fresh {
 			ok, err := b.Has(bl.Hash)
 			if err != nil {
-				return 0, 0, fmt.Errorf("commit: %w", err)
+				return nil, 0, fmt.Errorf("commit: %w", err)
 			}
 			if ok {
 				deduped++
@@ -200,7 +232,7 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 		small = append(small, isSmall && s.comp == compRaw)
 	}
 	if len(blobs) == 0 && len(f.Ops) == 0 {
-		return 0, deduped, nil
+		return nil, deduped, nil
 	}
 	if packing {
 		blobs = packSmall(enc, blobs, small)
@@ -209,17 +241,26 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 
 	l := b.log
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	at, err := l.append(frame)
 	if err != nil {
-		return 0, 0, fmt.Errorf("commit: %w", err)
+		l.mu.Unlock()
+		return nil, 0, fmt.Errorf("commit: %w", err)
 	}
 	if f.Appended != nil {
 		f.Appended()
 	}
+	return &Unindexed{b: b, f: f, at: at, frameLen: int64(frame.len()), offs: offs, blobs: blobs,
+		bases: bases, crcs: crcs, epoch: epoch, lepoch: lepoch}, deduped, nil
+}
+
+// Index writes u's index (Commit's second half) and releases the log's
+// writer lock. It returns how many objects the frame stored.
+func (u *Unindexed) Index() (written int, err error) {
+	b, f, at, blobs, offs := u.b, u.f, u.at, u.blobs, u.offs
+	defer b.log.mu.Unlock()
 	if b.fault != nil {
 		if err := b.fault("index"); err != nil {
-			return 0, 0, fmt.Errorf("commit: injected fault: %w", err)
+			return 0, fmt.Errorf("commit: injected fault: %w", err)
 		}
 	}
 	wb := b.db.NewWriteBatch()
@@ -239,24 +280,24 @@ func (b *Badger) Commit(f *Frame) (written, deduped int, err error) {
 	}
 	objects := len(entries)
 	if err := applyFrame(wb, entries, f.Ops); err != nil {
-		return 0, 0, fmt.Errorf("commit: index: %w", err)
+		return 0, fmt.Errorf("commit: index: %w", err)
 	}
-	if err := wb.Set(KeyLogPos, Pos{at.Seg, at.Off + int64(frame.len())}.encode()); err != nil {
-		return 0, 0, fmt.Errorf("commit: index: %w", err)
+	if err := wb.Set(KeyLogPos, Pos{at.Seg, at.Off + u.frameLen}.encode()); err != nil {
+		return 0, fmt.Errorf("commit: index: %w", err)
 	}
 	if err := wb.Flush(); err != nil {
-		return 0, 0, fmt.Errorf("commit: index: %w", err)
+		return 0, fmt.Errorf("commit: index: %w", err)
 	}
-	b.logged.Add(int64(frame.len()))
-	if bases {
+	b.logged.Add(u.frameLen)
+	if u.bases {
 		written := make(map[Hash]bool, len(entries))
 		for _, e := range entries {
 			written[e.h] = true
 		}
-		b.cacheWritten(f.Blobs, written, epoch)
+		b.cacheWritten(f.Blobs, written, u.epoch)
 	}
-	b.rememberWritten(crcs, entries, lepoch)
-	return objects, deduped, nil
+	b.rememberWritten(u.crcs, entries, u.lepoch)
+	return objects, nil
 }
 
 // SetFault sets a hook called at named points: "frame" (half a frame

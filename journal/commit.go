@@ -9,35 +9,34 @@ import (
 )
 
 // commitLoop is the single committer: it takes the whole queued batch,
-// writes it as one Badger WriteBatch and wakes every waiter of that batch.
-// After a failure it keeps draining, failing each batch, so no Wait hangs.
+// writes it as one frame of the log and its index, and wakes every waiter
+// of that batch. A Sync that finds the committer idle appends the queued
+// batch itself (syncFront) and leaves its index to the committer, which
+// writes it before anything else. After a failure it keeps draining,
+// failing each batch, so no Wait hangs.
 func (j *Journal) commitLoop() {
 	defer close(j.done)
 	for {
 		j.mu.Lock()
-		for len(j.cur.items) == 0 && !j.closing {
+		for j.unindexed == nil && (j.fronting || len(j.cur.items) == 0) && !(j.closing && !j.fronting) {
 			j.work.Wait()
+		}
+		if u := j.unindexed; u != nil {
+			j.unindexed = nil
+			j.mu.Unlock()
+			j.indexed(u.b, u.index())
+			continue
 		}
 		if len(j.cur.items) == 0 {
 			j.mu.Unlock()
 			return
 		}
-		b := j.cur
-		j.cur = newBatch()
-		j.inflight = b.bytes
-		failed := j.err
-		j.progress.Broadcast() // Enqueue may have waited for space
+		b, failed := j.takeLocked()
 		j.mu.Unlock()
 
 		err := failed
-		if err == nil && j.space != nil {
-			// Nothing reaches Badger's mapped files that has no blocks
-			// behind it (space.go): a full disk fails the commit, not
-			// the process.
-			if err = j.space.prepare(b); err != nil {
-				err = fmt.Errorf("%w: commit: %w", ErrFailed, err)
-				j.log.Error().Err(err).Uint64("seq", b.maxSeq).Msg("journal commit refused: no space to back it; journal is read-only until restart")
-			}
+		if err == nil {
+			err = j.prepare(b)
 		}
 		if err == nil {
 			if err = j.commit(b); err != nil {
@@ -45,54 +44,76 @@ func (j *Journal) commitLoop() {
 				j.log.Error().Err(err).Uint64("seq", b.maxSeq).Msg("journal commit failed; journal is read-only until restart")
 			}
 		}
-
-		j.mu.Lock()
-		j.inflight = 0
-		if err != nil {
-			if j.err == nil {
-				j.err = err
-			}
-			b.err = j.err
-		} else {
-			j.committed = b.lastPo
-			// Also a batch with nothing to append, or a store without
-			// a log (which calls no Appended).
-			j.appended = max(j.appended, b.lastPo)
-			j.appendedSeq = max(j.appendedSeq, b.maxSeq)
-			if b.maxSeq > 0 {
-				j.durable.Store(b.maxSeq)
-			}
-		}
-		j.progress.Broadcast()
-		j.mu.Unlock()
-		close(b.done)
+		j.done1(b, err, true)
 	}
 }
 
-// commit writes one batch as one frame of the log: blobs first (cas skips
-// stored ones and repeats), then records (and the reset index) and meta
-// writes in queue order, then "m/seq"; then the same writes go to the
-// Badger index in one unsynced write batch (cas.Badger.Commit). The frame
-// is checksummed as a whole, so after a crash it is all there or cut off:
-// a record is never durable without the blobs ahead of it (invariant 1).
-func (j *Journal) commit(b *batch) error {
-	if err := j.injected("commit"); err != nil {
+// takeLocked takes the queued batch for a commit (the caller holds mu and
+// becomes the one appending it: fronting) and returns it with the
+// journal's sticky error.
+func (j *Journal) takeLocked() (*batch, error) {
+	b := j.cur
+	j.cur = newBatch()
+	j.inflight += b.bytes
+	j.fronting = true
+	j.progress.Broadcast() // Enqueue may have waited for space
+	return b, j.err
+}
+
+// prepare backs what b can reach in Badger's mapped files with blocks
+// (space.go): a full disk fails the commit, not the process.
+func (j *Journal) prepare(b *batch) error {
+	if j.space == nil {
+		return nil
+	}
+	if err := j.space.prepare(b); err != nil {
+		err = fmt.Errorf("%w: commit: %w", ErrFailed, err)
+		j.log.Error().Err(err).Uint64("seq", b.maxSeq).Msg("journal commit refused: no space to back it; journal is read-only until restart")
 		return err
 	}
-	f := &cas.Frame{Last: b.maxSeq}
-	f.Appended = func() {
-		// The frame is in the log: a Sync waiting for it may start its
-		// fdatasync while the index is written.
-		j.mu.Lock()
-		j.appended = b.lastPo
-		j.appendedSeq = max(j.appendedSeq, b.maxSeq)
-		j.progress.Broadcast()
-		j.mu.Unlock()
+	return nil
+}
+
+// done1 ends b's commit: with err nil its frame and index are written;
+// either way every waiter of b is woken. front: b's taker ends it, and
+// with it the fronting (not so for a batch whose index the committer
+// wrote after a Sync appended it: another may be appending by then).
+func (j *Journal) done1(b *batch, err error, front bool) {
+	j.mu.Lock()
+	j.inflight -= b.bytes
+	if front {
+		j.fronting = false
 	}
+	if err != nil {
+		if j.err == nil {
+			j.err = err
+		}
+		b.err = j.err
+	} else {
+		// max: a later batch that failed before its append may have
+		// ended first.
+		j.committed = max(j.committed, b.lastPo)
+		// Also a batch with nothing to append, or a store without
+		// a log (which calls no Appended).
+		j.appended = max(j.appended, b.lastPo)
+		j.appendedSeq = max(j.appendedSeq, b.maxSeq)
+		if b.maxSeq > 0 {
+			j.durable.Store(b.maxSeq)
+		}
+	}
+	j.progress.Broadcast()
+	j.work.Signal() // the committer may wait for fronting to end
+	j.mu.Unlock()
+	close(b.done)
+}
+
+// frame builds the frame of b: blobs first, then records (and the reset
+// index) and meta writes in queue order, then "m/seq".
+func (j *Journal) frame(b *batch) (f *cas.Frame, records, resets uint64) {
+	f = &cas.Frame{Last: b.maxSeq}
 	if b.blobs > 0 {
 		f.Blobs = make([]cas.Blob, 0, b.blobs)
 	}
-	var records, resets uint64
 	for _, it := range b.items {
 		f.Blobs = append(f.Blobs, it.blobs...)
 		switch {
@@ -115,6 +136,29 @@ func (j *Journal) commit(b *batch) error {
 	if b.maxSeq > 0 {
 		f.Ops = append(f.Ops, cas.Op{Key: keySeq, Val: uint64Bytes(b.maxSeq)})
 	}
+	return f, records, resets
+}
+
+// commit writes one batch as one frame of the log: blobs first (cas skips
+// stored ones and repeats), then records (and the reset index) and meta
+// writes in queue order, then "m/seq"; then the same writes go to the
+// Badger index in one unsynced write batch (cas.Badger.Commit). The frame
+// is checksummed as a whole, so after a crash it is all there or cut off:
+// a record is never durable without the blobs ahead of it (invariant 1).
+func (j *Journal) commit(b *batch) error {
+	if err := j.injected("commit"); err != nil {
+		return err
+	}
+	f, records, resets := j.frame(b)
+	f.Appended = func() {
+		// The frame is in the log: a Sync waiting for it may start its
+		// fdatasync while the index is written.
+		j.mu.Lock()
+		j.appended = b.lastPo
+		j.appendedSeq = max(j.appendedSeq, b.maxSeq)
+		j.progress.Broadcast()
+		j.mu.Unlock()
+	}
 	if resets > 0 {
 		// ResetCount must not count this batch's resets once in its scan
 		// and again here.
@@ -128,6 +172,12 @@ func (j *Journal) commit(b *batch) error {
 	if resets > 0 && j.resetKnown {
 		j.resetCount += int(resets)
 	}
+	j.counted(records, written, deduped)
+	return nil
+}
+
+// counted notes a commit of records and blobs in the stats.
+func (j *Journal) counted(records uint64, written, deduped int) {
 	j.ckpt.note()
 	j.stats.commits.Add(1)
 	j.stats.records.Add(records)
@@ -139,7 +189,79 @@ func (j *Journal) commit(b *batch) error {
 			break
 		}
 	}
-	return nil
+}
+
+// unindexed is a batch whose frame a Sync appended (syncFront), its index
+// left to the committer.
+type unindexed struct {
+	b     *batch
+	index func() error
+}
+
+// syncFrontLocked reports whether a Sync may append the queued batch
+// itself: the committer is idle (nobody is appending a batch), the
+// journal works, and the batch holds no reset record (whose count the
+// committer keeps under resetMu). The caller holds mu.
+func (j *Journal) syncFrontLocked() bool {
+	return !j.fronting && !j.closing && j.err == nil && len(j.cur.items) > 0 && j.cur.resets == 0 && j.objs.Logged()
+}
+
+// syncFront appends batch b (taken by takeLocked) as the committer would,
+// on the Sync's own goroutine: a Sync waiting for a committer to wake,
+// and then to be woken by it, waits for two goroutine hand-offs on every
+// fsync. The frame's index is left to the committer (the log's writer
+// lock goes with it, cas.Unindexed), so that it is written while the
+// Sync runs the fdatasync, as when the committer appends. On an error the
+// batch fails here.
+func (j *Journal) syncFront(b *batch) {
+	err := j.prepare(b)
+	var u *cas.Unindexed
+	var records uint64
+	deduped := 0
+	if err == nil {
+		err = j.injected("commit")
+		if err == nil {
+			var f *cas.Frame
+			f, records, _ = j.frame(b)
+			u, deduped, err = j.objs.Append(f)
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: commit: %w", ErrFailed, err)
+			j.log.Error().Err(err).Uint64("seq", b.maxSeq).Msg("journal commit failed; journal is read-only until restart")
+		}
+	}
+	if err != nil || u == nil {
+		if err == nil {
+			j.counted(records, 0, deduped)
+		}
+		j.done1(b, err, true)
+		return
+	}
+	j.mu.Lock()
+	j.appended = b.lastPo
+	j.appendedSeq = max(j.appendedSeq, b.maxSeq)
+	j.unindexed = &unindexed{b: b, index: func() error {
+		written, err := u.Index()
+		if err != nil {
+			return err
+		}
+		j.counted(records, written, deduped)
+		return nil
+	}}
+	j.fronting = false
+	j.work.Signal()
+	j.progress.Broadcast()
+	j.mu.Unlock()
+}
+
+// indexed ends the commit of a batch a Sync appended, once the committer
+// wrote its index (with err nil) or failed to.
+func (j *Journal) indexed(b *batch, err error) {
+	if err != nil {
+		err = fmt.Errorf("%w: commit: %w", ErrFailed, err)
+		j.log.Error().Err(err).Uint64("seq", b.maxSeq).Msg("journal commit failed; journal is read-only until restart")
+	}
+	j.done1(b, err, false)
 }
 
 func (j *Journal) injected(op string) error {
@@ -166,8 +288,9 @@ type syncer struct {
 // started after that commit's frame was in the log has finished: from
 // then on it survives a power cut. The sync starts as soon as the frame is
 // written and runs while the committer writes the frame's index, which
-// Sync then waits for too, so that what it covers can be read. Concurrent
-// callers share syncs. Badger, the index, is not synced here: the log
+// Sync then waits for too, so that what it covers can be read. When the
+// committer is idle, Sync appends the queued batch itself (syncFront).
+// Concurrent callers share syncs. Badger, the index, is not synced here: the log
 // holds everything it would need (checkpoint.go). A failed sync fails the
 // journal (ErrFailed): after fsync reports an error the page cache can no
 // longer be trusted to hold what it dropped.
@@ -181,6 +304,13 @@ func (j *Journal) Sync() error {
 	j.mu.Lock()
 	target := j.pos
 	for j.appended < target && j.err == nil {
+		if j.syncFrontLocked() {
+			b, _ := j.takeLocked()
+			j.mu.Unlock()
+			j.syncFront(b)
+			j.mu.Lock()
+			continue
+		}
 		j.progress.Wait()
 	}
 	err := j.err

@@ -82,7 +82,15 @@
 // (invariant 1). Then the same writes, with each new blob's location and
 // "m/logpos", go to Badger as one write batch, not synced. When that
 // returns, every Pending of the batch is woken: concurrent writers share
-// one commit. cas.Put and PutBatch (import, rewind.StoreBlobs) append
+// one commit. A Sync that finds records it waits for queued and the
+// committer idle (no batch taken and not yet in the log) takes the batch
+// and appends its frame itself, then leaves the index write to the
+// committer (with the log's writer lock, cas.Unindexed) and runs the
+// fdatasync meanwhile: an fsync does not wait for the committer to wake
+// and then to wake it, two goroutine hand-offs (commit.go, syncFront). A
+// batch with a reset record is left to the committer, which keeps their
+// count. Either way one batch is taken at a time and appended in queue
+// order, and every waiter of a batch wakes only after its index. cas.Put and PutBatch (import, rewind.StoreBlobs) append
 // their own frames under the same writer lock. A commit or sync error
 // fails the journal for good: every later Enqueue, Wait, Sync and SetMeta
 // returns an error wrapping ErrFailed, which the file system answers with

@@ -26,8 +26,13 @@ type Journal struct {
 	next      uint64     // next seq to assign
 	pos       uint64     // items ever enqueued; an item's pos orders Sync
 	committed uint64     // pos of the last committed item
-	inflight  int        // bytes of the batch being committed
-	err       error      // sticky, wraps ErrFailed
+	inflight  int        // bytes of the batches being committed
+	// fronting: a batch is taken and its frame not yet in the log (the
+	// committer's or a Sync's, syncFront); unindexed: a batch a Sync
+	// appended, its index for the committer to write next (commit.go).
+	fronting  bool
+	unindexed *unindexed
+	err       error // sticky, wraps ErrFailed
 	closing   bool
 	done      chan struct{} // closed when the committer has exited
 
@@ -93,6 +98,7 @@ type batch struct {
 	items  []item
 	blobs  int
 	bytes  int
+	resets int // reset records among items
 	maxSeq uint64
 	lastPo uint64
 	done   chan struct{}
@@ -225,6 +231,9 @@ func (j *Journal) addLocked(it item) *batch {
 	b.items = append(b.items, it)
 	b.bytes += len(it.key) + len(it.val)
 	b.blobs += len(it.blobs)
+	if it.reset {
+		b.resets++
+	}
 	for _, bl := range it.blobs {
 		b.bytes += len(bl.Data)
 	}
