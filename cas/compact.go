@@ -178,7 +178,7 @@ func (b *Badger) Compact(step func(string), pause func()) (CompactResult, error)
 
 // syncIndex makes the log and then the index durable.
 func (b *Badger) syncIndex() error {
-	if err := b.log.sync(); err != nil {
+	if err := b.log.sync(false); err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
 	if err := b.db.Sync(); err != nil {

@@ -99,7 +99,10 @@
 // zeros (pwrite, not fallocate, whose unwritten extents need a metadata
 // change when first written) and fdatasynced, 16 MiB past the end in
 // 8 MiB steps (a round writes only a whole step, never the few KiB the
-// last frames took: that would grow the file at every fsync), so a
+// last frames took: that would grow the file at every fsync), in a round
+// after each sync a caller waited for (an fsync, a generation cut; the
+// index checkpoint's syncs do not start one, so a bulk writer that never
+// syncs appends instead of writing its log twice), so a
 // commit's frame overwrites blocks that exist within a
 // size that is already durable, and its fdatasync flushes data only: one
 // device flush, where an append also commits the file system's journal

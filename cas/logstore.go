@@ -339,7 +339,18 @@ func (b *Badger) SyncLog() error {
 	if b.log == nil {
 		return nil
 	}
-	return b.log.sync()
+	return b.log.sync(true)
+}
+
+// SyncLogBackground is SyncLog for a sync nobody waits on (the journal's
+// index checkpoint, every second and every 64 MiB of log): it does not
+// let the prefill run a round (prefill.go), which for a bulk writer that
+// never fsyncs would pre-write zeros it then overwrites.
+func (b *Badger) SyncLogBackground() error {
+	if b.log == nil {
+		return nil
+	}
+	return b.log.sync(false)
 }
 
 // CloseLog closes the segment files. The caller closes the database.

@@ -20,9 +20,14 @@ import (
 // would also commit the file system's journal, two or more device flushes
 // instead of one (RocksDB's recycled logs, PostgreSQL's zero-filled WAL
 // segments and SQLite's pre-sized WAL avoid the same cost). A round of
-// steps runs only when the log was synced since the last round (fsyncs,
-// generation cuts, the checkpoint's sync once a second): a bulk writer
-// that does not sync mostly appends as before. A round writes whole steps
+// steps runs only when a caller synced the log since the last round
+// (fsyncs, generation cuts, SetMeta; not the index checkpoint's sync every
+// second and every 64 MiB, nor a compaction's): a bulk writer that does
+// not sync appends, since zeros written ahead of it would be written again
+// by its frames (fio's 1 GiB sequential write with the checkpoint's rounds:
+// some 256 MiB of zeros, each step fdatasynced, a seventh of the daemon's
+// CPU). Its first fsync appends (one metadata commit) and starts the
+// rounds for the syncs after it. A round writes whole steps
 // only, once the space ahead is down to prefillAhead-prefillStep (or the
 // last, shorter one up to the segment size): a round after every fsync
 // that topped up the few KiB its frame took would grow the file at every
@@ -134,10 +139,10 @@ func (l *segLog) fillLoop(kick, stop <-chan struct{}, done chan<- struct{}) {
 			return
 		case <-kick:
 		}
-		// A round only when the log was synced since the last one: a
-		// bulk writer that does not sync would pay for zeros it then
-		// overwrites in the page cache, and for a step's fdatasync
-		// every 8 MiB (a checkpoint's sync allows a round a second).
+		// A round only when a caller synced the log since the last
+		// one: a bulk writer that does not sync would pay for zeros it
+		// then overwrites in the page cache, and for a step's fdatasync
+		// every 8 MiB (the checkpoint's syncs do not count: sync).
 		if n := l.syncs.Load(); n == synced {
 			continue
 		} else {

@@ -133,7 +133,7 @@ type segLog struct {
 	synced Pos
 
 	syncMu sync.Mutex    // one fdatasync round at a time
-	syncs  atomic.Uint64 // sync rounds so far (the prefill runs while they grow)
+	syncs  atomic.Uint64 // syncs a caller waited for (the prefill runs while they grow)
 
 	fault func(op string) error // crash tests: "frame", "prefill", "roll", "cut"
 
@@ -438,8 +438,11 @@ func pwritev(f *os.File, parts [][]byte, off, n int64) error {
 }
 
 // sync fdatasyncs every segment written since the last sync: one device
-// flush unless the writer rolled to a new segment meanwhile.
-func (l *segLog) sync() error {
+// flush unless the writer rolled to a new segment meanwhile. A foreground
+// sync (an fsync, a generation cut: someone waits for it, and will again)
+// lets the prefill run a round; the index checkpoint's does not (see
+// prefill.go).
+func (l *segLog) sync(foreground bool) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.dmu.Lock()
@@ -455,8 +458,10 @@ func (l *segLog) sync() error {
 	// file just synced or synced before: frames written from now on say
 	// so in their mark.
 	l.setSynced(covered)
-	l.syncs.Add(1)
-	l.kickFill() // the prefill runs while the log is synced
+	if foreground {
+		l.syncs.Add(1)
+		l.kickFill() // the prefill runs while the log is synced
+	}
 	return nil
 }
 

@@ -91,7 +91,7 @@ func (c *checkpointer) run() error {
 	// past them) that a power cut can still take from the log, or the
 	// next open would find the log shorter than the index and call that
 	// damage.
-	if err := c.j.objs.SyncLog(); err != nil {
+	if err := c.j.objs.SyncLogBackground(); err != nil {
 		return fmt.Errorf("index checkpoint: %w", err)
 	}
 	if err := c.j.db.Sync(); err != nil {

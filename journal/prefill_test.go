@@ -58,3 +58,36 @@ func TestPrefillLeavesTheReserve(t *testing.T) {
 		t.Fatalf("Admit with %d bytes pre-written: %v", pre, err)
 	}
 }
+
+// TestCheckpointDoesNotPrefill: the index checkpoint's log sync, which a
+// bulk writer that never fsyncs gets every second and every 64 MiB, does
+// not start a prefill round (cas/prefill.go): the writer's frames would
+// only overwrite the zeros. A sync a caller asks for still does.
+func TestCheckpointDoesNotPrefill(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	j := openT(t, dir, Options{})
+	for i := range 64 {
+		b := blobOf(fmt.Sprintf("bulk %d %0*d", i, 60000, i))
+		appendT(t, j, &Record{Op: OpData, Ino: 2, Size: uint64(len(b.Data)), Chunks: []Chunk{{0, b.Hash}}}, b)
+	}
+	if err := j.ckpt.run(); err != nil {
+		t.Fatal(err)
+	}
+	// The old code's round started at once; give one every chance to.
+	for range 20 {
+		if p := j.objs.Prefilled(); p != 0 {
+			t.Fatalf("%d bytes pre-written after the index checkpoint alone, want 0", p)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for j.objs.Prefilled() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no prefill 10 s after an fsync's sync")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
