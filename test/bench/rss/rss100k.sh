@@ -65,7 +65,7 @@ find "$rf" >/dev/null
 memat find
 c1=$(ticks "$pid")
 line="$TAG import_ms=$import ckpt_cli_ms=$(echo "${ck[*]}" | median) ckpt_sock_ms=$(echo "${sk[*]}" | median) rewind_ms=$(echo "${rw[*]}" | median)"
-line+=" rss=$(rss_of "$pid" VmRSS) hwm=$(rss_of "$pid" VmHWM) anon=$(rss_of "$pid" RssAnon) file=$(rss_of "$pid" RssFile) cpu_ticks_after_import=$((c1 - c0))"
+line+=" rss=$(rss_of "$pid" VmRSS) hwm=$(rss_of "$pid" VmHWM) anon=$(rss_of "$pid" RssAnon) file=$(rss_of "$pid" RssFile) cpu_ticks_after_import=$((c1 - c0)) cpu_ticks_total=$c1"
 echo "$line"
 if [[ -n $PPROF ]]; then
 	out=${OUT:-/tmp/rss-out-$TAG}
