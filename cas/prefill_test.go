@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -409,4 +410,28 @@ func TestPrefillWholeSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFilled(t, s, filled+prefillStep)
+}
+
+// TestPrefillZerosOffHeap: a prefill step's zeros come from the binary's
+// zero block, not from a heap buffer the size of the step (8 MiB of a
+// daemon's live heap, as it was).
+func TestPrefillZerosOffHeap(t *testing.T) {
+	const n = 8<<20 + 5
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	parts := zeros(n)
+	runtime.ReadMemStats(&m1)
+	if grew := m1.TotalAlloc - m0.TotalAlloc; grew > 64<<10 {
+		t.Fatalf("zeros(%d) allocated %d bytes on the heap", n, grew)
+	}
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+		if !bytes.Equal(p, make([]byte, len(p))) {
+			t.Fatal("zeros holds a byte that is not zero")
+		}
+	}
+	if total != n {
+		t.Fatalf("zeros(%d) is %d bytes", n, total)
+	}
 }

@@ -154,6 +154,7 @@ func (d *Daemon) collector() {
 			d.log.Info().Uint64("floor", res.Floor).Uint64("gen_floor", res.Floors.Gen).Int("records", res.Records).
 				Int("generations", res.DroppedGens).Int("objects", res.Objects).Int64("bytes", res.ObjectBytes).
 				Int("spared", res.Spared).Dur("took", time.Duration(res.TookNs)).Msg("retention: collected")
+			d.mem.after("retention")
 		}
 	}
 }

@@ -86,12 +86,14 @@ type Daemon struct {
 	runs        *agents.Runs   // the runs started with `reynfs run`
 	runEvents   runBroker      // run.started and run.exited for the subscriptions
 	rewinding   atomic.Int64   // Unix ns since a rewind holds the workspace; 0: none (runs.go)
+	mem         memReturner    // free heap pages back to the system after a rewind (memlimit.go)
 }
 
 // Start opens the store, brings the tree up to date with the project
 // directory and mounts it. It returns once the mount is ready.
 func Start(cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: cfg.Log, done: make(chan struct{}), started: time.Now()}
+	d.mem.log = cfg.Log
 	if err := ClearDeadMount(cfg.Mountpoint); err != nil {
 		return nil, err
 	}

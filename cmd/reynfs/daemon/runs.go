@@ -221,6 +221,8 @@ func (d *Daemon) rewindAs(seq uint64, noCancel bool, label string) (*api.RewindR
 	if err != nil {
 		return nil, err
 	}
+	// The swap left the old tree and the reconstruction's garbage behind.
+	d.mem.after("rewind")
 	for _, ri := range r.Cancelled {
 		d.log.Info().Str("run", ri.ID).Msg("rewind cancelled the run")
 	}
