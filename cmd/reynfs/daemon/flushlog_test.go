@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,8 +28,10 @@ func TestFlushLogFullDisk(t *testing.T) {
 	if _, err := s.Live.WriteAt(tree.Caller{}, st.Ino, tree.NoHandle, []byte("buffered"), 0, false); err != nil {
 		t.Fatal(err)
 	}
-	var free uint64
-	s.J.SetFreeSpace(func() (uint64, uint64, error) { return free, 1 << 30, nil })
+	// The segment log's prefill asks for the free space on its own
+	// goroutine (prefillRoom), so the test's answer is atomic.
+	var free atomic.Uint64
+	s.J.SetFreeSpace(func() (uint64, uint64, error) { return free.Load(), 1 << 30, nil })
 
 	var buf bytes.Buffer
 	fl := flushLog{log: zerolog.New(&buf)}
@@ -50,7 +53,7 @@ func TestFlushLogFullDisk(t *testing.T) {
 	}
 
 	buf.Reset()
-	free = 1 << 30
+	free.Store(1 << 30)
 	for range 5 {
 		fl.note(s.Live.FlushAll(tree.Caller{Comm: "reynfs"}), now)
 		now = now.Add(time.Second)
