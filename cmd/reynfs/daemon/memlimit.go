@@ -149,7 +149,7 @@ func (r *memReturner) run(what string) {
 		t0 := time.Now()
 		debug.FreeOSMemory()
 		took := time.Since(t0)
-		r.log.Info().Str("after", what).Dur("took", took).Msg("returned free heap pages to the system")
+		r.log.Debug().Str("after", what).Dur("took", took).Msg("returned free heap pages to the system")
 		if r.done != nil {
 			r.done(took)
 		}
