@@ -77,6 +77,7 @@ type Importer struct {
 	bytes int64
 	p     *pipeline
 	warm  *warmer // nil for the sequential import
+	held  bool    // the import-stall fault point has held the walk
 }
 
 // Import reads dir into a new tree; dir's last component must not be a
@@ -251,6 +252,13 @@ func (im *Importer) copyBase(parent uint64, name, rel string, b *tree.Node) erro
 }
 
 func (im *Importer) entry(d *os.File, rel string, parent uint64, name string, baseDir *tree.Node) error {
+	if !im.held && os.Getenv(FaultEnv) == "import-stall" {
+		// Tests: hold the walk at its first entry until the import is
+		// cancelled, so an interrupt lands mid-import however fast the
+		// machine reads.
+		im.held = true
+		<-im.p.ctx.Done()
+	}
 	if err := im.p.ctx.Err(); err != nil {
 		return fmt.Errorf("import %s: %w", rel, context.Cause(im.p.ctx))
 	}

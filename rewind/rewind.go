@@ -46,7 +46,9 @@ type Phase struct {
 }
 
 // FaultEnv names the environment variable that makes the daemon die at a
-// chosen point of a rewind (tests use it): after-reset, mid-swap, after-swap.
+// chosen point of a rewind (tests use it): after-reset, mid-swap,
+// after-swap; or, set to import-stall, holds a cancellable import at its
+// first entry until it is cancelled.
 const FaultEnv = "REYNFS_FAULT"
 
 func fault(point string) {
