@@ -70,6 +70,12 @@ type Live struct {
 	written map[uint64]int    // bytes written into each dirty file's buffers since its last flush
 	pending int               // bytes in pending buffers
 
+	// lending is set while WriteAt flushes chunks whose bytes are its
+	// request's (Prepared.Lent): commitAs then lends them to the
+	// staging and notes them in lent for WriteAt to wait for.
+	lending bool
+	lent    []lentCommit
+
 	epoch  Epoch // counts swaps; a handle opened before one is stale
 	failed error // first journal failure: every later mutation fails
 	// cancelled holds the runs a rewind cancelled (CancelRunsLocked):
@@ -267,8 +273,19 @@ func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) erro
 		l.failed = fmt.Errorf("%w: %v", ErrFailed, err)
 		return l.failed
 	}
+	if l.lending {
+		l.stage.lend(blobs)
+		l.lent = append(l.lent, lentCommit{p: p, blobs: blobs})
+		return nil
+	}
 	l.stage.hold(blobs, p)
 	return nil
+}
+
+// lentCommit is a commit whose blobs' bytes a write lent (see WriteAt).
+type lentCommit struct {
+	p     *journal.Pending
+	blobs []cas.Blob
 }
 
 // CancelRunsLocked marks runs cancelled: from now on every mutation they
