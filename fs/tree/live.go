@@ -45,8 +45,10 @@ type Caller struct {
 // A mutation is checked and applied to the tree and enqueued in the journal
 // under one write lock, so apply order is seq order; the lock is released
 // before the journal commits (group commit does the rest). Replies do not
-// wait for the commit: like a kernel file system, an operation is durable
-// once fsync (Sync) returns, and a crash keeps a prefix of the journal.
+// wait for the commit (except a big write's, whose bytes the commit
+// borrows: see WriteAt): like a kernel file system, an operation is
+// durable once fsync (Sync) returns, and a crash keeps a prefix of the
+// journal.
 type Live struct {
 	mu    sync.RWMutex
 	t     *Tree

@@ -115,9 +115,10 @@ func (l *Live) writeAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 // prepare does what a write can before WriteAt takes the write lock, so
 // that it does not stall every other request meanwhile: it reads the
 // stored chunks the write will read-modify-write (Badger, a disk read on a
-// cold chunk, the hash check), and copies and hashes the whole chunks p
-// covers (a sequential writer's 1 MiB is 16 of them, which WriteAt would
-// otherwise copy and the flush it triggers hash under the lock). Both are
+// cold chunk, the hash check), and copies (or, for a write that lends
+// them, slices) and hashes the whole chunks p covers (a sequential
+// writer's 1 MiB is 16 of them, which WriteAt would otherwise copy and
+// the flush it triggers hash under the lock). Both are
 // hints: WriteAt uses a chunk only if its slot still names the same hash,
 // and the copies and hashes only if the write lands at the offset they
 // were made for; it reads under the lock whatever is missing (also after
