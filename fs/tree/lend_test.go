@@ -128,3 +128,64 @@ func TestLentWriteFailsOwned(t *testing.T) {
 		t.Fatalf("whole chunks of the failed write: read %d bytes, %v; equal %v", k, err, bytes.Equal(got, want))
 	}
 }
+
+// TestLentWriteConcurrentReader reads a file while a writer lends 1 MiB
+// writes of one uniform byte each from one reused buffer, which it
+// scribbles over as soon as each write returns: every chunk the reader
+// gets must be uniform and of a byte some write wrote (or a hole's
+// zero), never the scribble. Under -race, a reader handed the lent bytes
+// themselves instead of a copy is also a reported race.
+func TestLentWriteConcurrentReader(t *testing.T) {
+	l, _ := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 4 * FileFlushBytes
+	const scribbled = 0xEE
+	done := make(chan struct{})
+	failed := make(chan string, 1)
+	go func() {
+		defer close(failed)
+		got := make([]byte, size)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			k, err := l.ReadAt(st.Ino, got, 0)
+			if err != nil {
+				failed <- err.Error()
+				return
+			}
+			for c := 0; c+cas.ChunkSize <= k; c += cas.ChunkSize {
+				chunk := got[c : c+cas.ChunkSize]
+				if chunk[0] == scribbled || !bytes.Equal(chunk, bytes.Repeat(chunk[:1], cas.ChunkSize)) {
+					failed <- "a read saw bytes no write wrote"
+					return
+				}
+			}
+		}
+	}()
+	p := make([]byte, FileFlushBytes)
+	for i := range 200 {
+		for c := 0; c < len(p); c += cas.ChunkSize {
+			v := byte(1 + (i*16+c/cas.ChunkSize)%200) // distinct chunks, never the scribble
+			for k := c; k < c+cas.ChunkSize; k++ {
+				p[k] = v
+			}
+		}
+		off := uint64(i%4) * FileFlushBytes
+		if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, off, false); err != nil {
+			t.Fatal(err)
+		}
+		for k := range p {
+			p[k] = scribbled
+		}
+	}
+	close(done)
+	if msg, ok := <-failed; ok {
+		t.Fatal(msg)
+	}
+}
