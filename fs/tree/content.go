@@ -149,6 +149,10 @@ type Prepared struct {
 	At   uint64
 	Bufs [][]byte
 	Sums []ChunkSum
+	// Lent is set when Bufs are the written bytes themselves, not
+	// copies (see Live.WriteAt): the write must not return while
+	// anything but its own flush's commit holds them.
+	Lent bool
 }
 
 // ChunkSum is what a flush needs to know of a whole chunk buffer: its
@@ -170,6 +174,13 @@ type ChunkSum struct {
 // the quick one (cas.IncompressibleQuick), and only when it does not do
 // they get the full check too.
 func WholeChunks(p []byte, off uint64) ([][]byte, []ChunkSum) {
+	return wholeChunks(p, off, false)
+}
+
+// wholeChunks is WholeChunks; with borrow set, the buffers are p's own
+// bytes (capacity cut at the chunk's end) instead of copies: the caller
+// must see that nothing keeps them past its use of p (Prepared.Lent).
+func wholeChunks(p []byte, off uint64, borrow bool) ([][]byte, []ChunkSum) {
 	skip := (cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize
 	if uint64(len(p)) < skip+cas.ChunkSize {
 		return nil, nil
@@ -178,8 +189,12 @@ func WholeChunks(p []byte, off uint64) ([][]byte, []ChunkSum) {
 	bufs, sums := make([][]byte, k), make([]ChunkSum, k)
 	parallel(k, k*cas.ChunkSize, func(i int) {
 		at := skip + uint64(i)*cas.ChunkSize
-		// A copy, not make and copy: the buffer is not cleared first.
-		bufs[i] = bytes.Clone(p[at : at+cas.ChunkSize])
+		if borrow {
+			bufs[i] = p[at : at+cas.ChunkSize : at+cas.ChunkSize]
+		} else {
+			// A copy, not make and copy: the buffer is not cleared first.
+			bufs[i] = bytes.Clone(p[at : at+cas.ChunkSize])
+		}
 		if i == 0 {
 			sums[i] = sumOf(bufs[i])
 			return
@@ -303,6 +318,24 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepar
 	n.Size = max(n.Size, end)
 	n.Mtime, n.Ctime = now, now
 	return nil
+}
+
+// ownLent replaces each of n's pending buffers that is one of bufs (a
+// write's lent bytes, see Prepared.Lent) by a copy of it, for a write
+// that fails with them still pending: they must not outlive its request.
+func (t *Tree) ownLent(n *Node, bufs [][]byte) {
+	if len(bufs) == 0 || len(n.pending) == 0 {
+		return
+	}
+	lent := make(map[*byte]bool, len(bufs))
+	for _, b := range bufs {
+		lent[&b[0]] = true
+	}
+	for idx, b := range n.pending {
+		if len(b) > 0 && lent[&b[0]] {
+			n.pending[idx] = bytes.Clone(b)
+		}
+	}
 }
 
 // ToRead lists, by chunk index, the stored chunks a write of length

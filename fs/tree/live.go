@@ -45,8 +45,10 @@ type Caller struct {
 // A mutation is checked and applied to the tree and enqueued in the journal
 // under one write lock, so apply order is seq order; the lock is released
 // before the journal commits (group commit does the rest). Replies do not
-// wait for the commit: like a kernel file system, an operation is durable
-// once fsync (Sync) returns, and a crash keeps a prefix of the journal.
+// wait for the commit (except a big write's, whose bytes the commit
+// borrows: see WriteAt): like a kernel file system, an operation is
+// durable once fsync (Sync) returns, and a crash keeps a prefix of the
+// journal.
 type Live struct {
 	mu    sync.RWMutex
 	t     *Tree
@@ -69,6 +71,12 @@ type Live struct {
 	writers map[uint64]Caller // who last wrote each dirty file's pending data
 	written map[uint64]int    // bytes written into each dirty file's buffers since its last flush
 	pending int               // bytes in pending buffers
+
+	// lending is set while WriteAt flushes chunks whose bytes are its
+	// request's (Prepared.Lent): commitAs then lends them to the
+	// staging and notes them in lent for WriteAt to wait for.
+	lending bool
+	lent    []lentCommit
 
 	epoch  Epoch // counts swaps; a handle opened before one is stale
 	failed error // first journal failure: every later mutation fails
@@ -267,8 +275,19 @@ func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) erro
 		l.failed = fmt.Errorf("%w: %v", ErrFailed, err)
 		return l.failed
 	}
+	if l.lending {
+		l.stage.lend(blobs)
+		l.lent = append(l.lent, lentCommit{p: p, blobs: blobs})
+		return nil
+	}
 	l.stage.hold(blobs, p)
 	return nil
+}
+
+// lentCommit is a commit whose blobs' bytes a write lent (see WriteAt).
+type lentCommit struct {
+	p     *journal.Pending
+	blobs []cas.Blob
 }
 
 // CancelRunsLocked marks runs cancelled: from now on every mutation they

@@ -24,11 +24,42 @@ func (l *Live) ReadAt(ino uint64, p []byte, off uint64) (int, error) {
 // journaled once FileFlushBytes were written into it or its chunk buffers
 // hold FileBufferBytes, on fsync, on close, and by the periodic FlushAll.
 // With appending set, off is ignored and p goes to the end of the file.
-// e is the epoch of the handle written through (see Epoch).
+// e is the epoch of the handle written through (see Epoch). p is not kept
+// past the call.
+//
+// A write that will flush and brings at least LendBytes of whole chunks
+// (a sequential writer's 1 MiB) lends p's bytes to that flush instead of
+// copying them into chunk buffers (prepare): the journal's frame is
+// written from p itself, and WriteAt returns only once that commit is in
+// the log and the staging has given the bytes back (readers meanwhile get
+// copies), since the FUSE server reuses p for its next request. It saves
+// a copy of every byte into fresh memory, and the frame's pwritev reads
+// bytes still in the cache; the price is that the write's reply waits
+// for its commit, which the next request would otherwise overlap.
 func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appending bool) (int, error) {
 	pre := l.prepare(ino, e, p, off, appending)
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	k, err := l.writeAt(c, ino, e, p, off, appending, pre)
+	lent := l.lent
+	l.lent = nil
+	l.mu.Unlock()
+	for _, lc := range lent {
+		werr := lc.p.Wait()
+		l.stage.giveBack(lc.blobs)
+		if werr != nil && err == nil {
+			k, err = 0, werr
+		}
+	}
+	return k, err
+}
+
+// LendBytes is the least a write's whole chunks must hold for WriteAt to
+// lend them to its flush rather than copy them: below it the copies are
+// cheaper than the wait for the commit.
+const LendBytes = FileFlushBytes / 2
+
+// writeAt is WriteAt's part under the write lock.
+func (l *Live) writeAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appending bool, pre *Prepared) (int, error) {
 	if l.failed != nil {
 		return 0, l.failed
 	}
@@ -48,7 +79,13 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	if err := l.admit(uint64(len(p)), journal.AdmitWrite); err != nil {
 		return 0, err
 	}
+	// Lent bytes the write used (Prepared.At) must be flushed before it
+	// returns, and must not stay pending if it fails.
+	lent := pre != nil && pre.Lent && pre.At == off && len(pre.Bufs) > 0
 	if err := l.t.WriteAtFrom(n, p, off, l.now(), pre); err != nil {
+		if lent {
+			l.t.ownLent(n, pre.Bufs)
+		}
 		return 0, err
 	}
 	l.markPending(c, n)
@@ -56,8 +93,14 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 		l.written = map[uint64]int{}
 	}
 	l.written[n.Ino] += len(p)
-	if l.written[n.Ino] >= FileFlushBytes || n.counted >= FileBufferBytes {
-		if err := l.flush(c, n, journal.DataWrite); err != nil {
+	if lent || l.written[n.Ino] >= FileFlushBytes || n.counted >= FileBufferBytes {
+		l.lending = lent
+		err := l.flush(c, n, journal.DataWrite)
+		l.lending = false
+		if err != nil {
+			if lent {
+				l.t.ownLent(n, pre.Bufs)
+			}
 			return 0, err
 		}
 	}
@@ -72,9 +115,10 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 // prepare does what a write can before WriteAt takes the write lock, so
 // that it does not stall every other request meanwhile: it reads the
 // stored chunks the write will read-modify-write (Badger, a disk read on a
-// cold chunk, the hash check), and copies and hashes the whole chunks p
-// covers (a sequential writer's 1 MiB is 16 of them, which WriteAt would
-// otherwise copy and the flush it triggers hash under the lock). Both are
+// cold chunk, the hash check), and copies (or, for a write that lends
+// them, slices) and hashes the whole chunks p covers (a sequential
+// writer's 1 MiB is 16 of them, which WriteAt would otherwise copy and
+// the flush it triggers hash under the lock). Both are
 // hints: WriteAt uses a chunk only if its slot still names the same hash,
 // and the copies and hashes only if the write lands at the offset they
 // were made for; it reads under the lock whatever is missing (also after
@@ -91,6 +135,9 @@ func (l *Live) prepare(ino uint64, e Epoch, p []byte, off uint64, appending bool
 		off = n.Size
 	}
 	old := l.t.ToRead(n, off, uint64(len(p)))
+	// Lend p's whole chunks (see WriteAt) when this write will flush
+	// them: it brings FileFlushBytes or more to the file's count.
+	lend := l.written[n.Ino]+len(p) >= FileFlushBytes && wholeBytes(len(p), off) >= LendBytes
 	l.mu.RUnlock()
 	for idx, b := range old {
 		data, err := l.stage.Get(b.Hash)
@@ -100,8 +147,18 @@ func (l *Live) prepare(ino uint64, e Epoch, p []byte, off uint64, appending bool
 		}
 		old[idx] = cas.Blob{Hash: b.Hash, Data: data}
 	}
-	bufs, sums := WholeChunks(p, off)
-	return &Prepared{Old: old, At: off, Bufs: bufs, Sums: sums}
+	bufs, sums := wholeChunks(p, off, lend)
+	return &Prepared{Old: old, At: off, Bufs: bufs, Sums: sums, Lent: lend && len(bufs) > 0}
+}
+
+// wholeBytes is how many bytes of whole chunk slots a write of n bytes at
+// off covers.
+func wholeBytes(n int, off uint64) int {
+	skip := int((cas.ChunkSize - off%cas.ChunkSize) % cas.ChunkSize)
+	if n < skip {
+		return 0
+	}
+	return (n - skip) / cas.ChunkSize * cas.ChunkSize
 }
 
 // Fallocate modes, as in fallocate(2).

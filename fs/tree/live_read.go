@@ -181,6 +181,11 @@ func (s *staging) readRange(h cas.Hash, off int, dst []byte) ([]byte, error) {
 	if ok {
 		s.mu.Lock()
 		if b, held := s.blobs[h]; held {
+			if b.lent { // copied under s.mu, as Get does
+				n := copy(dst, clip(b.data, off, len(dst)))
+				s.mu.Unlock()
+				return dst[:n], nil
+			}
 			s.mu.Unlock()
 			return clip(b.data, off, len(dst)), nil
 		}

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"bytes"
 	"container/list"
 	"sync"
 
@@ -33,6 +34,7 @@ type staging struct {
 type stagedBlob struct {
 	data []byte
 	refs int
+	lent bool // data is a write's request buffer (lend): Get copies it
 }
 
 type recentBlob struct {
@@ -51,8 +53,14 @@ func newStaging(s cas.Store) *staging {
 func (s *staging) Get(h cas.Hash) ([]byte, error) {
 	s.mu.Lock()
 	if b, ok := s.blobs[h]; ok {
+		data := b.data
+		if b.lent {
+			// Copied under s.mu: giveBack, which the write
+			// waits for before its buffer is reused, takes it.
+			data = bytes.Clone(data)
+		}
 		s.mu.Unlock()
-		return b.data, nil
+		return data, nil
 	}
 	if el, ok := s.recent[h]; ok {
 		s.order.MoveToFront(el)
@@ -72,7 +80,7 @@ func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 	s.mu.Lock()
 	for _, b := range blobs {
 		sb := s.blobs[b.Hash]
-		sb.data = b.Data
+		sb.data, sb.lent = b.Data, false
 		sb.refs++
 		s.blobs[b.Hash] = sb
 	}
@@ -93,6 +101,47 @@ func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 			}
 		}
 	}()
+}
+
+// lend keeps blobs readable like hold, for a commit whose blob bytes are
+// lent: the buffer of a write request, which the write waits for the
+// commit to release (Live.WriteAt). Until then Get returns copies of
+// them, and the writer calls giveBack before it returns; they are not
+// kept among the recent chunks.
+func (s *staging) lend(blobs []cas.Blob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range blobs {
+		sb := s.blobs[b.Hash]
+		if sb.refs == 0 || sb.lent {
+			sb.data, sb.lent = b.Data, true
+		}
+		sb.refs++
+		s.blobs[b.Hash] = sb
+	}
+}
+
+// giveBack ends lend: once it returns, staging holds no reference to the
+// blobs' bytes. An entry another hold still needs keeps a copy if its
+// bytes were these.
+func (s *staging) giveBack(blobs []cas.Blob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range blobs {
+		sb, ok := s.blobs[b.Hash]
+		if !ok {
+			continue
+		}
+		if sb.refs <= 1 {
+			delete(s.blobs, b.Hash)
+			continue
+		}
+		sb.refs--
+		if sb.lent && len(sb.data) > 0 && len(b.Data) > 0 && &sb.data[0] == &b.Data[0] {
+			sb.data, sb.lent = bytes.Clone(sb.data), false
+		}
+		s.blobs[b.Hash] = sb
+	}
 }
 
 // keepLocked adds a committed chunk to the recent ones, dropping the
