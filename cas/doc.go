@@ -364,6 +364,15 @@
 // check. Whole objects a commit writes are not remembered, so ReadRange
 // and splice serve only bytes once read back and verified.
 //
+// The committer takes a delta's base depth from the remembered location
+// too (baseLoc: the live tree has just read that base), not from the
+// index. And when a file chunk's new version is stored whole, cutting
+// the chain it would have extended (MaxDataChain, or a delta not worth
+// it), the commit drops that chain's remembered locations (dropChain):
+// the live tree reads them no more, and in a long random-write run they
+// would otherwise fill the bounded map and push out live chains' links,
+// each miss an index lookup and a 64 KiB hash.
+//
 // # A second backend
 //
 // fs/ and rewind/ see only the Store interface (Get, Has, Put). Objects are

@@ -101,6 +101,30 @@ func (c *locCache) forget(hs []Hash) {
 	}
 }
 
+// dropChain drops the entries of h and of the delta chain below it, down
+// to and including its whole bottom, as far as they are remembered; it
+// returns how many it dropped. Unlike forget it leaves the epoch alone:
+// the objects are still stored, and a read that remembers one of them
+// meanwhile is right to. Dropping is only ever a lost hint.
+func (c *locCache) dropChain(h Hash) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for range maxDepth {
+		e, ok := c.m[h]
+		if !ok {
+			break
+		}
+		delete(c.m, h)
+		n++
+		if e.loc.Comp != compDelta {
+			break
+		}
+		h = e.loc.Base
+	}
+	return n
+}
+
 func (c *locCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

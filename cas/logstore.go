@@ -228,6 +228,12 @@ func (b *Badger) Append(f *Frame) (u *Unindexed, deduped int, err error) {
 				s = d
 			}
 		}
+		if s.comp != compDelta && (bl.BaseData != nil || bl.Chunk) {
+			// A file chunk's new version stored whole cuts the chain
+			// it would have extended (MaxDataChain, or a delta not
+			// worth it): the live tree reads that chain no more.
+			b.locs.dropChain(bl.Base)
+		}
 		blobs = append(blobs, s)
 		small = append(small, isSmall && s.comp == compRaw)
 	}
