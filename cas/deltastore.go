@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -188,10 +189,19 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 	// others are applied into a spare buffer (the one below the last),
 	// and the result's is always of its own.
 	var spare []byte
+	scratch := linkBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*scratch) <= maxLinkBuf {
+			linkBufs.Put(scratch)
+		}
+	}()
 	for i := len(chain) - 1; i >= 0; i-- {
 		l := chain[i]
-		d, err := b.log.readAt(l.Seg, l.Off, int(l.Stored))
-		if err != nil {
+		if cap(*scratch) < int(l.Stored) {
+			*scratch = make([]byte, l.Stored)
+		}
+		d := (*scratch)[:l.Stored]
+		if err := b.log.readAtInto(l.Seg, l.Off, d); err != nil {
 			return nil, err
 		}
 		if _, ok := inPlaceOps(len(base), d); ok && int(l.Raw) == len(base) {
@@ -216,6 +226,18 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 	}
 	return base, nil
 }
+
+// linkBufs holds the buffers undeltaVia reads a chain's links into: a
+// link's bytes are only read while it is applied (undeltaInto and
+// undeltaInPlace copy what they keep), so one buffer serves a whole chain
+// and then the next read, instead of an allocation per link (a random
+// 4 KiB writer's read-modify-write walks a chain of up to MaxDataChain
+// links per write). A buffer grown for a big link (a directory's delta)
+// is not kept past maxLinkBuf.
+var linkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// maxLinkBuf bounds the buffers linkBufs keeps.
+const maxLinkBuf = 256 << 10
 
 // checkDelta verifies that d, a delta stored at loc, makes the object h.
 func (b *Badger) checkDelta(h Hash, loc Loc, d []byte) error {
