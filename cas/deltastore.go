@@ -61,7 +61,7 @@ const maxDeltaObject = 1 << 20
 // above); whole is the size of its whole stored form. It notes the base
 // with the guard before looking it up, as a dedup does: a running sweep
 // then keeps the base and, through its closure, the base's chain.
-func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
+func (b *Badger) asDelta(bl Blob, whole int, crcs []uint32) (stored, bool) {
 	if bl.Base.IsZero() || bl.Base == bl.Hash || len(bl.Data) > maxDeltaObject || whole < minDeltaObject {
 		return stored{}, false
 	}
@@ -83,11 +83,40 @@ func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
 			return stored{}, false
 		}
 	}
-	d := Delta(base, bl.Data)
+	var d []byte
+	if bl.BaseData != nil && b.pagesVouched(bl, crcs) {
+		d = DeltaPages(base, bl.Data, bl.Pages)
+	} else {
+		d = Delta(base, bl.Data)
+	}
 	if 2*(len(d)+deltaOverhead) > whole {
 		return stored{}, false
 	}
 	return stored{h: bl.Hash, raw: len(bl.Data), comp: compDelta, data: d, base: bl.Base, depth: uint16(depth)}, true
+}
+
+// pagesVouched reports whether DeltaPages may take bl.Data's pages outside
+// bl.Pages as equal to bl.BaseData's without comparing them: crcs (the
+// page CRC-32Cs of bl.Data) must match, page by page, the CRCs remembered
+// for the base (as verified when the live tree read it, or as written).
+// The writer's page tracking is then checked, not trusted: a page it
+// missed differs in CRC (but for a 2^-32 chance), and the chunk gets an
+// ordinary Delta. Without the base remembered, or with lengths that
+// differ, it is an ordinary Delta too.
+func (b *Badger) pagesVouched(bl Blob, crcs []uint32) bool {
+	if bl.Pages == 0 || crcs == nil || len(bl.Data) != len(bl.BaseData) || len(crcs) > 64 {
+		return false
+	}
+	e, ok := b.locs.get(bl.Base)
+	if !ok || int(e.loc.Raw) != len(bl.BaseData) || len(e.crcs) != len(crcs) {
+		return false
+	}
+	for i, c := range crcs {
+		if bl.Pages&(1<<i) == 0 && c != e.crcs[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // baseLoc looks up the index entry of a delta's base for asDelta (which

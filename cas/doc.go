@@ -238,7 +238,13 @@
 // per 4 KiB write + fsync, TestSmallWritesStoreDeltas). Commit tries the
 // delta first and skips the compression attempt when the delta is under
 // a quarter of the chunk. Such a delta is usually in-place, which Delta
-// finds by an aligned compare instead of indexing the base. The price is
+// finds by an aligned compare instead of indexing the base. The tree
+// also names the 4 KiB pages its writes touched since it read the base
+// (Blob.Pages); when the other pages' CRC-32C (computed for the
+// remembered location anyway) match those remembered for the base, the
+// delta compares the touched pages only (DeltaPages), not the whole
+// chunk; a page the tracking missed fails that check and the chunk gets
+// an ordinary Delta. The price is
 // the read of a cold chunk: it walks the chain, which for file chunks is
 // bounded tighter (MaxDataChain, 8: a link costs a copy of the chunk).
 //

@@ -34,6 +34,13 @@ type Blob struct {
 	// object Base names, as a PutFresh caller's Hash must be Sum(Data):
 	// a wrong one makes a delta that Get reports as ErrCorrupt.
 	BaseData []byte
+	// Pages, with BaseData as long as Data, names the 4 KiB pages of Data
+	// the writer changed since it read BaseData (bit i: bytes
+	// [i*4096, (i+1)*4096)); zero when it does not know. The store then
+	// compares only those against the base (DeltaPages), after checking
+	// the others' CRC-32C against the base's remembered ones: a page the
+	// writer missed makes it compare them all (Delta), as without Pages.
+	Pages uint64
 	// Chunk: Data is file data whose Base the caller has not read (the
 	// live tree names the chunk a truncation cut from the same slot). A
 	// delta of it is bounded by MaxDataChain, like one that came with its
