@@ -32,7 +32,7 @@ func TestCutChainForgotten(t *testing.T) {
 		hs, vs, v = append(hs, bl.Hash), append(vs, next), next
 	}
 	for i, h := range hs[:len(hs)-1] {
-		if _, ok := s.locs.get(h); ok {
+		if _, ok := s.locs.link(h); ok {
 			t.Errorf("version %d of the cut chain still remembered", i)
 		}
 	}
@@ -69,7 +69,7 @@ func TestExtendedChainRemembered(t *testing.T) {
 		hs, v = append(hs, bl.Hash), next
 	}
 	for i, h := range hs[1:] {
-		if e, ok := s.locs.get(h); !ok || e.loc.Comp != compDelta {
+		if l, ok := s.locs.link(h); !ok || l.Comp != compDelta {
 			t.Errorf("delta %d not remembered", i+1)
 		}
 	}
@@ -94,5 +94,50 @@ func TestLocCacheDropChain(t *testing.T) {
 	c.add(Hash{6}, locEntry{loc: Loc{Comp: compDelta, Base: Hash{5}}}, e)
 	if n := c.dropChain(Hash{5}); n != 2 {
 		t.Fatalf("cycle: dropped %d, want 2", n)
+	}
+}
+
+// Each remembered delta demotes its base to a link (no CRCs, in the
+// compact map); the top keeps its CRCs, reads back, and dropChain follows
+// the chain through the links.
+func TestChainLinksDemoted(t *testing.T) {
+	s := newLoggedStore(t, t.TempDir())
+	v := noise(8, ChunkSize)
+	h0, err := s.Put(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cache.remove([]Hash{h0})
+	if _, err := s.Get(h0); err != nil {
+		t.Fatal(err)
+	}
+	hs, vs := []Hash{h0}, [][]byte{v}
+	for i := 1; i <= 4; i++ {
+		next := bytes.Clone(v)
+		copy(next[i*4096+3:], noise(uint64(300+i), 100))
+		bl := Blob{Hash: Sum(next), Data: next, Base: hs[i-1], BaseData: v, Pages: 1 << i}
+		if err := s.PutBatch([]Blob{bl}); err != nil {
+			t.Fatal(err)
+		}
+		hs, vs, v = append(hs, bl.Hash), append(vs, next), next
+	}
+	top := hs[len(hs)-1]
+	for i, h := range hs {
+		_, inMain := s.locs.get(h)
+		_, isLink := s.locs.links[h]
+		if want := h == top; inMain != want || isLink == want {
+			t.Errorf("version %d: with CRCs %v, link %v", i, inMain, isLink)
+		}
+	}
+	s.cache.remove(hs)
+	got, err := s.Get(top)
+	if err != nil || !bytes.Equal(got, vs[len(vs)-1]) {
+		t.Fatalf("top: %v", err)
+	}
+	if n := s.locs.dropChain(top); n != len(hs) {
+		t.Errorf("dropChain dropped %d, want %d", n, len(hs))
+	}
+	if len(s.locs.links) != 0 || s.locs.len() != 0 {
+		t.Errorf("%d links, %d entries left", len(s.locs.links), s.locs.len())
 	}
 }

@@ -132,8 +132,8 @@ func (b *Badger) pagesVouched(bl Blob, crcs []uint32) bool {
 // delta as it was). (From the unmerged branch randcpu, 16c1957.)
 func (b *Badger) baseLoc(h Hash) (loc Loc, found, inLog bool, err error) {
 	if b.log != nil {
-		if e, ok := b.locs.get(h); ok {
-			return e.loc, true, true, nil
+		if l, ok := b.locs.link(h); ok {
+			return l, true, true, nil
 		}
 	}
 	_, loc, found, inLog, err = b.lookup(h, false)
@@ -180,8 +180,8 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 			break
 		}
 		var bl Loc
-		if e, ok := b.locs.get(cur.Base); remembered && ok {
-			bl = e.loc
+		if l, ok := b.locs.link(cur.Base); remembered && ok {
+			bl = l
 		} else {
 			if txn == nil {
 				txn = b.db.NewTransaction(false)
@@ -316,6 +316,8 @@ func (b *Badger) rememberWritten(crcs map[Hash][]uint32, entries []blobEntry, ep
 	for _, e := range entries {
 		if c, ok := crcs[e.h]; ok && e.loc.Comp == compDelta && len(c) == (int(e.loc.Raw)+pageSize-1)/pageSize {
 			b.locs.add(e.h, locEntry{loc: e.loc, crcs: c}, epoch)
+			// The base is now a link of this chain (see locCache).
+			b.locs.demote(e.loc.Base, epoch)
 		}
 	}
 }

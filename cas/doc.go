@@ -377,7 +377,11 @@
 // it), the commit drops that chain's remembered locations (dropChain):
 // the live tree reads them no more, and in a long random-write run they
 // would otherwise fill the bounded map and push out live chains' links,
-// each miss an index lookup and a 64 KiB hash.
+// each miss an index lookup and a 64 KiB hash. A base that a newly
+// remembered delta extends is demoted to a link: a compact location
+// without CRCs in a second map (twice as many entries, about a third of
+// the memory each), which is all a chain's walk needs of it; the CRCs
+// are only ever checked for the version read.
 //
 // # A second backend
 //
