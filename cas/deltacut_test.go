@@ -141,3 +141,28 @@ func TestChainLinksDemoted(t *testing.T) {
 		t.Errorf("%d links, %d entries left", len(s.locs.links), s.locs.len())
 	}
 }
+
+// GetOnce reads and checks like Get but leaves the object cache as it
+// was; a cached object is served from there.
+func TestGetOnceNotCached(t *testing.T) {
+	s := newLoggedStore(t, t.TempDir())
+	v := noise(12, ChunkSize)
+	h, err := s.Put(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cache.remove([]Hash{h})
+	got, err := s.GetOnce(h)
+	if err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("GetOnce: %v", err)
+	}
+	if s.cache.contains(h) {
+		t.Fatal("GetOnce cached what it read")
+	}
+	if _, err := s.Get(h); err != nil || !s.cache.contains(h) {
+		t.Fatalf("Get: %v, cached %v", err, s.cache.contains(h))
+	}
+	if got, err := s.GetOnce(h); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("GetOnce from the cache: %v", err)
+	}
+}

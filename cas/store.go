@@ -66,6 +66,18 @@ type Store interface {
 	Put(data []byte) (Hash, error)
 }
 
+// OnceGetter is a Store that can read an object its caller reads once
+// and replaces: the live tree's read-modify-write of a chunk, whose old
+// version no read asks for again (the tree keeps it as the new chunk's
+// BaseData until the flush). GetOnce is Get (checked the same way; the
+// caller must not modify the bytes) that does not keep what it read in
+// the store's object cache: a random writer's chunks would otherwise
+// fill it with versions already replaced, pushing out what is read
+// again (inode objects, hot chunks) and holding it in memory.
+type OnceGetter interface {
+	GetOnce(h Hash) ([]byte, error)
+}
+
 // BatchPutter is a Store that writes many objects for less than one Put
 // each (one commit for the batch instead of one per object). Import, which
 // stores thousands of small files, uses it when the store has it.
