@@ -92,6 +92,20 @@ func (b *Badger) Get(h Hash) ([]byte, error) {
 	return data, nil
 }
 
+var _ OnceGetter = (*Badger)(nil)
+
+// GetOnce implements OnceGetter: Get without caching what it reads.
+func (b *Badger) GetOnce(h Hash) ([]byte, error) {
+	if data, ok := b.cache.get(h); ok {
+		return data, nil
+	}
+	data, _, err := b.get(h, nil)
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
 // Has reports whether the object is stored: from the cache, else by a Badger
 // key lookup that does not read the value.
 func (b *Badger) Has(h Hash) (bool, error) {

@@ -364,3 +364,69 @@ func inPlaceOps(size int, delta []byte) (int, bool) {
 	}
 	return start, pos == tl
 }
+
+// DeltaPages is Delta for a target as long as its base that differs from
+// it only in the pageSize pages whose bit is set in changed (bit i: bytes
+// [i*pageSize, (i+1)*pageSize)): the other pages are copied without a
+// compare, and only the changed ones are scanned, as appendAligned scans
+// an edit in place (equal runs at the same offset; a run shorter than
+// deltaBlock stays literal). A random 4 KiB write into a 64 KiB chunk then
+// costs a compare of its page, not of the chunk. The caller vouches for
+// the clean pages (the store checks their CRC-32C against the base's,
+// asDelta); the result decodes with Undelta like any delta.
+func DeltaPages(base, target []byte, changed uint64) []byte {
+	n := len(target)
+	if len(base) != n || n > 64*pageSize {
+		return Delta(base, target)
+	}
+	clean := func(i int) bool { return changed&(1<<(i/pageSize)) == 0 }
+	pageEnd := func(i int) int { return min((i/pageSize+1)*pageSize, n) }
+	out := make([]byte, 0, 32+n/16)
+	out = binary.AppendUvarint(out, uint64(len(base)))
+	out = binary.AppendUvarint(out, uint64(n))
+	lit := 0 // start of the bytes not yet emitted
+	for i := 0; i < n; {
+		// The start of the next equal run at or after i.
+		s := n
+		for j := i; j < n; {
+			if clean(j) {
+				s = j
+				break
+			}
+			if j+deltaBlock > n {
+				break
+			}
+			if equal16(base[j:], target[j:]) {
+				s = j
+				break
+			}
+			j += 8
+		}
+		if s == n {
+			break
+		}
+		// Its end: clean pages whole, changed ones compared.
+		e := s
+		for e < n {
+			pe := pageEnd(e)
+			if clean(e) {
+				e = pe
+				continue
+			}
+			e += matchLen(base[e:pe], target[e:pe])
+			if e < pe {
+				break
+			}
+		}
+		for s > lit && base[s-1] == target[s-1] {
+			s--
+		}
+		if e-s >= deltaBlock {
+			out = appendInsert(out, target[lit:s])
+			out = appendCopy(out, s, e-s)
+			lit = e
+		}
+		i = max(e, i+1)
+	}
+	return appendInsert(out, target[lit:])
+}

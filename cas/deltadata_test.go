@@ -114,3 +114,43 @@ func BenchmarkDeltaChunkPage(b *testing.B) {
 		cas.Delta(base, target)
 	}
 }
+
+// TestDeltaBaseDeleted: the committer takes a chunk's base from the
+// remembered locations (baseLoc) when it can, which must not outlive a
+// delete: a base the collector deleted after it was read is no base, and
+// the next version is stored whole, not as a delta on a missing object.
+func TestDeltaBaseDeleted(t *testing.T) {
+	dir := t.TempDir()
+	s, db := openLogged(t, dir)
+	v0 := castest.Data(21, cas.ChunkSize)
+	h0, err := s.Put(v0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := bytes.Clone(v0)
+	copy(v1[8192:], castest.Data(22, 4096))
+	b1 := cas.Blob{Hash: cas.Sum(v1), Data: v1, Base: h0, BaseData: v0}
+	if err := s.PutBatch([]cas.Blob{b1}); err != nil {
+		t.Fatal(err)
+	}
+	if sizes := storedSizes(t, s); sizes[b1.Hash] > 4096+200 {
+		t.Fatalf("version 1: %d bytes stored, want a delta", sizes[b1.Hash])
+	}
+	// v1's location is remembered (Commit); drop v1 and v0 as a sweep would.
+	if err := s.Delete([]cas.Hash{b1.Hash, h0}); err != nil {
+		t.Fatal(err)
+	}
+	v2 := bytes.Clone(v1)
+	copy(v2[16384:], castest.Data(23, 4096))
+	b2 := cas.Blob{Hash: cas.Sum(v2), Data: v2, Base: b1.Hash, BaseData: v1}
+	if err := s.PutBatch([]cas.Blob{b2}); err != nil {
+		t.Fatal(err)
+	}
+	if sizes := storedSizes(t, s); sizes[b2.Hash] < cas.ChunkSize/2 {
+		t.Errorf("version 2: %d bytes stored, a delta on a deleted base", sizes[b2.Hash])
+	}
+	closeLogged(t, s, db)
+	s, db = openLogged(t, dir)
+	defer closeLogged(t, s, db)
+	checkVersions(t, s, []cas.Hash{b2.Hash}, [][]byte{v2})
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -60,12 +61,12 @@ const maxDeltaObject = 1 << 20
 // above); whole is the size of its whole stored form. It notes the base
 // with the guard before looking it up, as a dedup does: a running sweep
 // then keeps the base and, through its closure, the base's chain.
-func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
+func (b *Badger) asDelta(bl Blob, whole int, crcs []uint32) (stored, bool) {
 	if bl.Base.IsZero() || bl.Base == bl.Hash || len(bl.Data) > maxDeltaObject || whole < minDeltaObject {
 		return stored{}, false
 	}
 	b.guard.note(bl.Base) // before the lookup, as a dedup (guard.go)
-	_, loc, found, inLog, err := b.lookup(bl.Base, false)
+	loc, found, inLog, err := b.baseLoc(bl.Base)
 	if err != nil || !found {
 		return stored{}, false
 	}
@@ -82,11 +83,61 @@ func (b *Badger) asDelta(bl Blob, whole int) (stored, bool) {
 			return stored{}, false
 		}
 	}
-	d := Delta(base, bl.Data)
+	var d []byte
+	if bl.BaseData != nil && b.pagesVouched(bl, crcs) {
+		d = DeltaPages(base, bl.Data, bl.Pages)
+	} else {
+		d = Delta(base, bl.Data)
+	}
 	if 2*(len(d)+deltaOverhead) > whole {
 		return stored{}, false
 	}
 	return stored{h: bl.Hash, raw: len(bl.Data), comp: compDelta, data: d, base: bl.Base, depth: uint16(depth)}, true
+}
+
+// pagesVouched reports whether DeltaPages may take bl.Data's pages outside
+// bl.Pages as equal to bl.BaseData's without comparing them: crcs (the
+// page CRC-32Cs of bl.Data) must match, page by page, the CRCs remembered
+// for the base (as verified when the live tree read it, or as written).
+// The writer's page tracking is then checked, not trusted: a page it
+// missed differs in CRC (but for a 2^-32 chance), and the chunk gets an
+// ordinary Delta. Without the base remembered, or with lengths that
+// differ, it is an ordinary Delta too.
+func (b *Badger) pagesVouched(bl Blob, crcs []uint32) bool {
+	if bl.Pages == 0 || crcs == nil || len(bl.Data) != len(bl.BaseData) || len(crcs) > 64 {
+		return false
+	}
+	e, ok := b.locs.get(bl.Base)
+	if !ok || int(e.loc.Raw) != len(bl.BaseData) || len(e.crcs) != len(crcs) {
+		return false
+	}
+	for i, c := range crcs {
+		if bl.Pages&(1<<i) == 0 && c != e.crcs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// baseLoc looks up the index entry of a delta's base for asDelta (which
+// needs its depth), from the remembered locations first: the base of a
+// live tree's read-modify-write was just read, so its location is
+// usually remembered, and that saves the committer a Badger lookup per
+// chunk (fio's random 4 KiB writes: one per write). A remembered entry
+// is as good as the index here: a sweep's Delete forgets the hashes it
+// deletes before it releases the guard's lock, which asDelta has just
+// taken to note the base, so an object it finds remembered is either
+// spared by the running sweep or was not condemned; a location stale by
+// a compactor's move has the same depth as the copy (the copy is the
+// delta as it was). (From the unmerged branch randcpu, 16c1957.)
+func (b *Badger) baseLoc(h Hash) (loc Loc, found, inLog bool, err error) {
+	if b.log != nil {
+		if l, ok := b.locs.link(h); ok {
+			return l, true, true, nil
+		}
+	}
+	_, loc, found, inLog, err = b.lookup(h, false)
+	return loc, found, inLog, err
 }
 
 // undelta returns the object a delta entry stores: it walks the chain of
@@ -129,8 +180,8 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 			break
 		}
 		var bl Loc
-		if e, ok := b.locs.get(cur.Base); remembered && ok {
-			bl = e.loc
+		if l, ok := b.locs.link(cur.Base); remembered && ok {
+			bl = l
 		} else {
 			if txn == nil {
 				txn = b.db.NewTransaction(false)
@@ -167,10 +218,19 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 	// others are applied into a spare buffer (the one below the last),
 	// and the result's is always of its own.
 	var spare []byte
+	scratch := linkBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*scratch) <= maxLinkBuf {
+			linkBufs.Put(scratch)
+		}
+	}()
 	for i := len(chain) - 1; i >= 0; i-- {
 		l := chain[i]
-		d, err := b.log.readAt(l.Seg, l.Off, int(l.Stored))
-		if err != nil {
+		if cap(*scratch) < int(l.Stored) {
+			*scratch = make([]byte, l.Stored)
+		}
+		d := (*scratch)[:l.Stored]
+		if err := b.log.readAtInto(l.Seg, l.Off, d); err != nil {
 			return nil, err
 		}
 		if _, ok := inPlaceOps(len(base), d); ok && int(l.Raw) == len(base) {
@@ -195,6 +255,18 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 	}
 	return base, nil
 }
+
+// linkBufs holds the buffers undeltaVia reads a chain's links into: a
+// link's bytes are only read while it is applied (undeltaInto and
+// undeltaInPlace copy what they keep), so one buffer serves a whole chain
+// and then the next read, instead of an allocation per link (a random
+// 4 KiB writer's read-modify-write walks a chain of up to MaxDataChain
+// links per write). A buffer grown for a big link (a directory's delta)
+// is not kept past maxLinkBuf.
+var linkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// maxLinkBuf bounds the buffers linkBufs keeps.
+const maxLinkBuf = 256 << 10
 
 // checkDelta verifies that d, a delta stored at loc, makes the object h.
 func (b *Badger) checkDelta(h Hash, loc Loc, d []byte) error {
@@ -244,6 +316,8 @@ func (b *Badger) rememberWritten(crcs map[Hash][]uint32, entries []blobEntry, ep
 	for _, e := range entries {
 		if c, ok := crcs[e.h]; ok && e.loc.Comp == compDelta && len(c) == (int(e.loc.Raw)+pageSize-1)/pageSize {
 			b.locs.add(e.h, locEntry{loc: e.loc, crcs: c}, epoch)
+			// The base is now a link of this chain (see locCache).
+			b.locs.demote(e.loc.Base, epoch)
 		}
 	}
 }

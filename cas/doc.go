@@ -238,7 +238,13 @@
 // per 4 KiB write + fsync, TestSmallWritesStoreDeltas). Commit tries the
 // delta first and skips the compression attempt when the delta is under
 // a quarter of the chunk. Such a delta is usually in-place, which Delta
-// finds by an aligned compare instead of indexing the base. The price is
+// finds by an aligned compare instead of indexing the base. The tree
+// also names the 4 KiB pages its writes touched since it read the base
+// (Blob.Pages); when the other pages' CRC-32C (computed for the
+// remembered location anyway) match those remembered for the base, the
+// delta compares the touched pages only (DeltaPages), not the whole
+// chunk; a page the tracking missed fails that check and the chunk gets
+// an ordinary Delta. The price is
 // the read of a cold chunk: it walks the chain, which for file chunks is
 // bounded tighter (MaxDataChain, 8: a link costs a copy of the chunk).
 //
@@ -363,6 +369,19 @@
 // write). Damage in any link still fails the CRCs and then the full
 // check. Whole objects a commit writes are not remembered, so ReadRange
 // and splice serve only bytes once read back and verified.
+//
+// The committer takes a delta's base depth from the remembered location
+// too (baseLoc: the live tree has just read that base), not from the
+// index. And when a file chunk's new version is stored whole, cutting
+// the chain it would have extended (MaxDataChain, or a delta not worth
+// it), the commit drops that chain's remembered locations (dropChain):
+// the live tree reads them no more, and in a long random-write run they
+// would otherwise fill the bounded map and push out live chains' links,
+// each miss an index lookup and a 64 KiB hash. A base that a newly
+// remembered delta extends is demoted to a link: a compact location
+// without CRCs in a second map (twice as many entries, about a third of
+// the memory each), which is all a chain's walk needs of it; the CRCs
+// are only ever checked for the version read.
 //
 // # A second backend
 //

@@ -203,9 +203,13 @@ func (b *Badger) Append(f *Frame) (u *Unindexed, deduped int, err error) {
 		// against its 64 KiB, and then not worth a compression attempt.
 		var d stored
 		var delta bool
+		var pcrcs []uint32 // bl.Data's page CRCs, when computed for asDelta
 		if !bl.Base.IsZero() {
 			bases = true
-			d, delta = b.asDelta(bl, len(bl.Data))
+			if bl.BaseData != nil && bl.Pages != 0 {
+				pcrcs = pageCRCs(bl.Data)
+			}
+			d, delta = b.asDelta(bl, len(bl.Data), pcrcs)
 		}
 		isSmall := packing && len(bl.Data) <= packObjectMax
 		if delta && 4*(len(d.data)+deltaOverhead) <= len(bl.Data) {
@@ -215,7 +219,10 @@ func (b *Badger) Append(f *Frame) (u *Unindexed, deduped int, err error) {
 				if crcs == nil {
 					crcs = map[Hash][]uint32{}
 				}
-				crcs[bl.Hash] = pageCRCs(bl.Data)
+				if pcrcs == nil {
+					pcrcs = pageCRCs(bl.Data)
+				}
+				crcs[bl.Hash] = pcrcs
 			}
 		} else {
 			if !isSmall && !bl.Raw && len(bl.Data) >= minCompress && compressible(enc, bl.Data) {
@@ -227,6 +234,12 @@ func (b *Badger) Append(f *Frame) (u *Unindexed, deduped int, err error) {
 			if delta && 2*(len(d.data)+deltaOverhead) <= len(s.data) {
 				s = d
 			}
+		}
+		if s.comp != compDelta && (bl.BaseData != nil || bl.Chunk) {
+			// A file chunk's new version stored whole cuts the chain
+			// it would have extended (MaxDataChain, or a delta not
+			// worth it): the live tree reads that chain no more.
+			b.locs.dropChain(bl.Base)
 		}
 		blobs = append(blobs, s)
 		small = append(small, isSmall && s.comp == compRaw)

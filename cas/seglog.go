@@ -467,30 +467,40 @@ func (l *segLog) sync(foreground bool) error {
 
 // readAt reads n bytes of segment seg at off.
 func (l *segLog) readAt(seg uint64, off int64, n int) ([]byte, error) {
+	b := make([]byte, n)
+	if err := l.readAtInto(seg, off, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// readAtInto is readAt into p (len(p) bytes), checked against the log's
+// end as readAt is.
+func (l *segLog) readAtInto(seg uint64, off int64, p []byte) error {
+	n := len(p)
 	if seg == l.activeA.Load() {
 		// Pre-written zeros past the log's end are no object's bytes.
 		// setEnd stores the segment before the end: an end read
 		// after a roll is seen with the new segment, and skipped.
 		end := l.endA.Load()
 		if off+int64(n) > end && seg == l.activeA.Load() {
-			return nil, fmt.Errorf("read %s at %d: %d bytes past the log's end %d: %w", l.path(seg), off, n, end, ErrCorrupt)
+			return fmt.Errorf("read %s at %d: %d bytes past the log's end %d: %w", l.path(seg), off, n, end, ErrCorrupt)
 		}
 	}
 	f, err := l.file(seg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	b := make([]byte, n)
-	got, err := f.ReadAt(b, off)
+	got, err := f.ReadAt(p, off)
 	if got == n {
-		return b, nil
+		return nil
 	}
 	if err == nil || errors.Is(err, io.EOF) {
 		// The index points past the end of the segment: the bytes are
 		// gone, which for the object is damage like a wrong hash.
 		err = fmt.Errorf("%d of %d bytes: %w", got, n, ErrCorrupt)
 	}
-	return nil, fmt.Errorf("read %s at %d: %w", f.Name(), off, err)
+	return fmt.Errorf("read %s at %d: %w", f.Name(), off, err)
 }
 
 func (l *segLog) close() error {

@@ -34,6 +34,13 @@ type Blob struct {
 	// object Base names, as a PutFresh caller's Hash must be Sum(Data):
 	// a wrong one makes a delta that Get reports as ErrCorrupt.
 	BaseData []byte
+	// Pages, with BaseData as long as Data, names the 4 KiB pages of Data
+	// the writer changed since it read BaseData (bit i: bytes
+	// [i*4096, (i+1)*4096)); zero when it does not know. The store then
+	// compares only those against the base (DeltaPages), after checking
+	// the others' CRC-32C against the base's remembered ones: a page the
+	// writer missed makes it compare them all (Delta), as without Pages.
+	Pages uint64
 	// Chunk: Data is file data whose Base the caller has not read (the
 	// live tree names the chunk a truncation cut from the same slot). A
 	// delta of it is bounded by MaxDataChain, like one that came with its
@@ -57,6 +64,18 @@ type Store interface {
 	// Put stores data (once: a second Put of the same bytes writes nothing)
 	// and returns its hash. It is committed, not synced.
 	Put(data []byte) (Hash, error)
+}
+
+// OnceGetter is a Store that can read an object its caller reads once
+// and replaces: the live tree's read-modify-write of a chunk, whose old
+// version no read asks for again (the tree keeps it as the new chunk's
+// BaseData until the flush). GetOnce is Get (checked the same way; the
+// caller must not modify the bytes) that does not keep what it read in
+// the store's object cache: a random writer's chunks would otherwise
+// fill it with versions already replaced, pushing out what is read
+// again (inode objects, hot chunks) and holding it in memory.
+type OnceGetter interface {
+	GetOnce(h Hash) ([]byte, error)
 }
 
 // BatchPutter is a Store that writes many objects for less than one Put

@@ -35,9 +35,9 @@ func TestWrittenDeltaRemembered(t *testing.T) {
 	}
 	s.cache.remove(hs)
 	for i, h := range hs[1:] {
-		e, ok := s.locs.get(h)
-		if !ok || e.loc.Comp != compDelta {
-			t.Fatalf("version %d: written delta not remembered (%v %+v)", i+1, ok, e.loc)
+		l, ok := s.locs.link(h) // version 1 is a link of version 2's chain
+		if !ok || l.Comp != compDelta {
+			t.Fatalf("version %d: written delta not remembered (%v %+v)", i+1, ok, l)
 		}
 	}
 	for i, h := range hs {

@@ -312,6 +312,7 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepar
 		if err != nil {
 			return err
 		}
+		t.touch(n, idx, in, in+want)
 		copy(b[in:], p[done:done+int(want)])
 		done += int(want)
 	}
@@ -397,6 +398,7 @@ func (t *Tree) Truncate(n *Node, size uint64, now int64) error {
 			if err != nil {
 				return err
 			}
+			t.touch(n, size/cas.ChunkSize, 0, cas.ChunkSize)
 			if uint64(len(b)) > in {
 				clear(b[in:]) // keep bytes past len zero
 				n.pending[size/cas.ChunkSize] = b[:in]
@@ -433,6 +435,7 @@ func (t *Tree) ZeroRange(n *Node, off, length uint64, now int64) error {
 			if err != nil {
 				return err
 			}
+			t.touch(n, idx, in, in+want)
 			if in < uint64(len(b)) {
 				clear(b[in:min(uint64(len(b)), in+want)])
 			}
@@ -530,7 +533,7 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		}
 		bl := cas.Blob{Hash: sum.Hash, Data: b, Raw: sum.Raw}
 		if base, ok := bases[idx]; ok {
-			bl.Base, bl.BaseData = base.Hash, base.Data
+			bl.Base, bl.BaseData, bl.Pages = base.Hash, base.Data, base.Pages
 		} else if cut, ok := cuts[idx]; ok && len(b) <= maxLineageChunk {
 			bl.Base, bl.Chunk = cut, true
 		}

@@ -280,3 +280,47 @@ func TestTruncateToZeroJoinsTheWrite(t *testing.T) {
 		}
 	}
 }
+
+// Flush names the pages a read-modify-write changed (Blob.Pages), so the
+// store compares only those against the base: a write across a page
+// boundary, a zeroed range, and a truncation into a chunk (all pages).
+func TestFlushNamesChangedPages(t *testing.T) {
+	l, _ := newTestLive(t)
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	model := make([]byte, 3*cas.ChunkSize)
+	for i := range model {
+		model[i] = byte(rng.Uint32())
+	}
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, model, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fsync(testCaller, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WriteAt(testCaller, st.Ino, NoHandle, bytes.Repeat([]byte{1}, 4096), 2*4096+100, false); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.t.nodes[st.Ino]
+	if err := l.t.ZeroRange(n, cas.ChunkSize+5*4096+7, 10, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.t.Truncate(n, 2*cas.ChunkSize+100, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, blobs := l.t.Flush(n, journal.DataWrite)
+	want := []uint64{1<<2 | 1<<3, 1 << 5, 1<<16 - 1}
+	if len(blobs) != len(want) {
+		t.Fatalf("%d blobs, want %d", len(blobs), len(want))
+	}
+	for i, bl := range blobs {
+		if bl.BaseData == nil || bl.Pages != want[i] {
+			t.Errorf("chunk %d: pages %b (base %v), want %b", i, bl.Pages, bl.BaseData != nil, want[i])
+		}
+	}
+}

@@ -115,8 +115,9 @@ func (l *Live) writeAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 // prepare does what a write can before WriteAt takes the write lock, so
 // that it does not stall every other request meanwhile: it reads the
 // stored chunks the write will read-modify-write (Badger, a disk read on a
-// cold chunk, the hash check), and copies (or, for a write that lends
-// them, slices) and hashes the whole chunks p covers (a sequential
+// cold chunk, the hash check; GetOnce: the version about to be replaced
+// is not kept in the store's cache), and copies (or, for a write that
+// lends them, slices) and hashes the whole chunks p covers (a sequential
 // writer's 1 MiB is 16 of them, which WriteAt would otherwise copy and
 // the flush it triggers hash under the lock). Both are
 // hints: WriteAt uses a chunk only if its slot still names the same hash,
@@ -140,7 +141,7 @@ func (l *Live) prepare(ino uint64, e Epoch, p []byte, off uint64, appending bool
 	lend := l.written[n.Ino]+len(p) >= FileFlushBytes && wholeBytes(len(p), off) >= LendBytes
 	l.mu.RUnlock()
 	for idx, b := range old {
-		data, err := l.stage.Get(b.Hash)
+		data, err := l.stage.GetOnce(b.Hash)
 		if err != nil {
 			delete(old, idx)
 			continue

@@ -46,6 +46,33 @@ func (t *Tree) setBase(n *Node, idx uint64, b cas.Blob) {
 	slotsOf(&t.bases, n)[idx] = b
 }
 
+// touch notes that bytes [from, to) of n's pending chunk idx are being
+// written (or cleared) in a chunk read from a base: Flush hands the
+// store the pages changed since (Blob.Pages), so that its delta compares
+// those pages only. Every change of a read-modify-written buffer goes
+// through WriteAtFrom, ZeroRange or Truncate, which call it; the store
+// checks the other pages' CRCs against the base's all the same.
+func (t *Tree) touch(n *Node, idx, from, to uint64) {
+	m := t.bases[n]
+	if m == nil {
+		return
+	}
+	b, ok := m[idx]
+	if !ok || to <= from {
+		return
+	}
+	first, last := from/pageBytes, (to-1)/pageBytes
+	if last >= 64 {
+		b.Pages = ^uint64(0)
+	} else {
+		b.Pages |= (1<<(last+1) - 1) &^ (1<<first - 1)
+	}
+	m[idx] = b
+}
+
+// pageBytes is the unit of Blob.Pages.
+const pageBytes = 4096
+
 func (t *Tree) unbase(n *Node, idx uint64) {
 	if m := t.bases[n]; m != nil {
 		delete(m, idx)

@@ -51,6 +51,16 @@ func newStaging(s cas.Store) *staging {
 }
 
 func (s *staging) Get(h cas.Hash) ([]byte, error) {
+	return s.get(h, false)
+}
+
+// GetOnce is Get for a read-modify-write (cas.OnceGetter): what it reads
+// from the store is not cached there.
+func (s *staging) GetOnce(h cas.Hash) ([]byte, error) {
+	return s.get(h, true)
+}
+
+func (s *staging) get(h cas.Hash, once bool) ([]byte, error) {
 	s.mu.Lock()
 	if b, ok := s.blobs[h]; ok {
 		data := b.data
@@ -68,6 +78,9 @@ func (s *staging) Get(h cas.Hash) ([]byte, error) {
 		return el.Value.(*recentBlob).data, nil
 	}
 	s.mu.Unlock()
+	if g, ok := s.Store.(cas.OnceGetter); ok && once {
+		return g.GetOnce(h)
+	}
 	return s.Store.Get(h)
 }
 
