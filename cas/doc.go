@@ -55,6 +55,14 @@
 // starts goroutines per call and allocates, which is slow below a few hundred
 // KiB. Changing Sum renames every object; TestSumKnownAnswers pins it.
 //
+// Summer is Sum over bytes that arrive in pieces: BLAKE3's state after a
+// prefix is the chaining values of its finished 1 KiB chunks and the bytes
+// of the unfinished one, so the live tree keeps that state for a file's
+// last, partial chunk after each flush and hashes only what the next
+// flush appended (an fsync'd 4 KiB append: 4 KiB hashed instead of up to
+// 64 KiB), after checking that the chunk still starts with the bytes it
+// summed (fs/tree, grownSum; TestSummerMatchesSum pins Summer to Sum).
+//
 // # Segment log and index (store formats 2 and 3)
 //
 // Objects live in the workspace's segment log, a directory beside the
