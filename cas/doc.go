@@ -110,7 +110,9 @@
 // last frames took: that would grow the file at every fsync), in a round
 // after each sync a caller waited for (an fsync, a generation cut; the
 // index checkpoint's syncs do not start one, so a bulk writer that never
-// syncs appends instead of writing its log twice), so a
+// syncs appends instead of writing its log twice; a sync wakes the
+// prefill goroutine only when a whole step is missing, not at every
+// fsync), so a
 // commit's frame overwrites blocks that exist within a
 // size that is already durable, and its fdatasync flushes data only: one
 // device flush, where an append also commits the file system's journal
