@@ -55,6 +55,14 @@
 // starts goroutines per call and allocates, which is slow below a few hundred
 // KiB. Changing Sum renames every object; TestSumKnownAnswers pins it.
 //
+// Summer is Sum over bytes that arrive in pieces: BLAKE3's state after a
+// prefix is the chaining values of its finished 1 KiB chunks and the bytes
+// of the unfinished one, so the live tree keeps that state for a file's
+// last, partial chunk after each flush and hashes only what the next
+// flush appended (an fsync'd 4 KiB append: 4 KiB hashed instead of up to
+// 64 KiB), after checking that the chunk still starts with the bytes it
+// summed (fs/tree, grownSum; TestSummerMatchesSum pins Summer to Sum).
+//
 // # Segment log and index (store formats 2 and 3)
 //
 // Objects live in the workspace's segment log, a directory beside the
@@ -102,7 +110,9 @@
 // last frames took: that would grow the file at every fsync), in a round
 // after each sync a caller waited for (an fsync, a generation cut; the
 // index checkpoint's syncs do not start one, so a bulk writer that never
-// syncs appends instead of writing its log twice), so a
+// syncs appends instead of writing its log twice; a sync wakes the
+// prefill goroutine only when a whole step is missing, not at every
+// fsync), so a
 // commit's frame overwrites blocks that exist within a
 // size that is already durable, and its fdatasync flushes data only: one
 // device flush, where an append also commits the file system's journal

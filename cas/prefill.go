@@ -69,6 +69,7 @@ type prefill struct {
 	done     chan struct{}
 	room     func(n int64) bool // may the prefill take n more bytes of disk
 	pause    time.Time          // the goroutine's: no step before then
+	wakes    atomic.Int64       // kicks the goroutine took (tests)
 }
 
 // SetPrefillRoom sets how the prefill asks for disk space: room(n) reports
@@ -122,6 +123,16 @@ func (l *segLog) wantFill() {
 	l.kickFill()
 }
 
+// fillShort reports whether the active segment's pre-written space is a
+// whole step short of prefillAhead past the log's end (or short of the
+// segment's end): only then has a prefill round work to do. filled is at
+// most the file's size, so what is missing by it is at least what is
+// missing by the size: false is exact, true is checked again by fillStep.
+func (l *segLog) fillShort() bool {
+	f, target := l.fill.filled.Load(), min(l.endA.Load()+prefillAhead, segmentSize)
+	return f < target && (target-f >= prefillStep || target >= segmentSize)
+}
+
 // kickFill wakes the prefill goroutine, if it runs, to look again.
 func (l *segLog) kickFill() {
 	select {
@@ -139,6 +150,7 @@ func (l *segLog) fillLoop(kick, stop <-chan struct{}, done chan<- struct{}) {
 			return
 		case <-kick:
 		}
+		l.fill.wakes.Add(1)
 		// A round only when a caller synced the log since the last
 		// one: a bulk writer that does not sync would pay for zeros it
 		// then overwrites in the page cache, and for a step's fdatasync
@@ -169,11 +181,7 @@ func (l *segLog) fillLoop(kick, stop <-chan struct{}, done chan<- struct{}) {
 // and syncs it. It reports whether more is wanted.
 func (l *segLog) fillStep() (bool, error) {
 	p := &l.fill
-	// The usual round, after a sync with less than a step missing, ends
-	// here without a system call: filled is at most the file's size, so
-	// what is missing by it is at least what is missing by the size.
-	if f, target := p.filled.Load(), min(l.endA.Load()+prefillAhead, segmentSize); f >= target ||
-		(target-f < prefillStep && target < segmentSize) {
+	if !l.fillShort() {
 		return false, nil
 	}
 	p.mu.Lock()

@@ -435,3 +435,46 @@ func TestPrefillZerosOffHeap(t *testing.T) {
 		t.Fatalf("zeros(%d) is %d bytes", n, total)
 	}
 }
+
+// TestPrefillSyncWakesOnlyWhenShort: an fsync's log sync wakes the
+// prefill goroutine only when the space ahead is a step short; while it
+// is not (the usual fsync: a few KiB into 16 MiB of zeros), no goroutine
+// is woken to find nothing to do (before, every sync woke it). Once the
+// frames have eaten a step, a sync wakes it and it tops the space up.
+func TestPrefillSyncWakesOnlyWhenShort(t *testing.T) {
+	smallPrefill(t)
+	s, db := openTestLog(t, t.TempDir())
+	defer func() { _ = s.CloseLog(); _ = db.Close() }() // the prefill goroutine ends before smallPrefill's cleanup
+	if _, err := s.Put(noisy(1, 4<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncLog(); err != nil {
+		t.Fatal(err)
+	}
+	waitFilled(t, s, prefillAhead)
+	before := s.log.fill.wakes.Load()
+	// 8 x 4 KiB: well under a step (64 KiB here) of the space ahead.
+	for i := 2; i < 10; i++ {
+		if _, err := s.Put(noisy(uint64(i), 4<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SyncLog(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // a kicked goroutine would have counted by now
+	if n := s.log.fill.wakes.Load() - before; n != 0 {
+		t.Errorf("%d prefill wake-ups for 8 syncs that left the space ahead less than a step short", n)
+	}
+	// Past a step: the sync wakes it, and the space is topped up.
+	filled := s.log.fill.filled.Load()
+	for i := 10; s.LogEnd().Off+prefillAhead-filled < prefillStep; i++ {
+		if _, err := s.Put(noisy(uint64(i), 16<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SyncLog(); err != nil {
+		t.Fatal(err)
+	}
+	waitFilled(t, s, filled+prefillStep)
+}

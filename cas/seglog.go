@@ -460,7 +460,12 @@ func (l *segLog) sync(foreground bool) error {
 	l.setSynced(covered)
 	if foreground {
 		l.syncs.Add(1)
-		l.kickFill() // the prefill runs while the log is synced
+		// The prefill runs while the log is synced, when it has a step
+		// to write: the usual fsync, with the space ahead less than a
+		// step short, wakes no goroutine only to find nothing to do.
+		if l.fillShort() {
+			l.kickFill()
+		}
 	}
 	return nil
 }

@@ -97,7 +97,7 @@ func TestIndexAheadOfLog(t *testing.T) {
 	}
 	k, _ := metaKey("k")
 	j.mu.Lock()
-	b := j.addLocked(item{key: k, val: []byte("never synced")})
+	b := j.addLocked(item{key: k, val: []byte("never synced")}, true)
 	j.mu.Unlock()
 	if err := (&Pending{b: b}).Wait(); err != nil {
 		t.Fatal(err)

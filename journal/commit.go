@@ -311,6 +311,13 @@ func (j *Journal) Sync() error {
 			j.mu.Lock()
 			continue
 		}
+		if !j.fronting {
+			// The committer appends it (a batch with a reset record,
+			// a closing journal): wake it, in case the batch was
+			// queued by EnqueueSyncing. While one is appending, its
+			// end (done1, syncFront) wakes the committer.
+			j.work.Signal()
+		}
 		j.progress.Wait()
 	}
 	err := j.err

@@ -87,7 +87,12 @@
 // and appends its frame itself, then leaves the index write to the
 // committer (with the log's writer lock, cas.Unindexed) and runs the
 // fdatasync meanwhile: an fsync does not wait for the committer to wake
-// and then to wake it, two goroutine hand-offs (commit.go, syncFront). A
+// and then to wake it, two goroutine hand-offs (commit.go, syncFront).
+// The fsync's own record is queued with EnqueueSyncing, which leaves the
+// committer asleep (Enqueue wakes it, and a woken committer mostly only
+// raced the Sync for the batch, a wake-up and a contended lock per
+// fsync); the Sync wakes it when it cannot append the batch itself, and
+// Pending.Wait and Close wake it too. A
 // batch with a reset record is left to the committer, which keeps their
 // count. Either way one batch is taken at a time and appended in queue
 // order, and every waiter of a batch wakes only after its index. cas.Put and PutBatch (import, rewind.StoreBlobs) append

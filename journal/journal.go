@@ -121,6 +121,9 @@ type Pending struct {
 	seq uint64
 	b   *batch
 	err error // set when the record was refused at Enqueue
+	// quiet is the journal of a record EnqueueSyncing queued without
+	// waking the committer: Wait wakes it.
+	quiet *Journal
 }
 
 // Seq is the seq Enqueue assigned (0 if the record was refused).
@@ -137,6 +140,11 @@ func (p *Pending) Refused() error { return p.err }
 func (p *Pending) Wait() error {
 	if p.err != nil {
 		return p.err
+	}
+	if j := p.quiet; j != nil {
+		j.mu.Lock()
+		j.work.Signal()
+		j.mu.Unlock()
 	}
 	<-p.b.done
 	return p.b.err
@@ -183,6 +191,25 @@ func start(db *badger.DB, objs *cas.Badger, next uint64, opts Options) *Journal 
 // Data must not change until Wait returns. A refused record (ErrInvalid,
 // ErrClosed, ErrFailed) gets no seq and its Pending returns the error.
 func (j *Journal) Enqueue(r *Record, blobs []cas.Blob) *Pending {
+	return j.enqueue(r, blobs, true)
+}
+
+// EnqueueSyncing is Enqueue for a caller that calls Sync next (a FUSE
+// fsync's flush): it does not wake the committer, since that Sync appends
+// the batch itself when the committer is idle (syncFront) and wakes it
+// when not. Woken by Enqueue, the committer would only race the Sync for
+// the batch (and lose it nearly always): a goroutine wake-up and a
+// contended lock on every fsync for nothing. Pending.Wait and Close wake
+// the committer as before, so a record queued this way is never stranded.
+func (j *Journal) EnqueueSyncing(r *Record, blobs []cas.Blob) *Pending {
+	p := j.enqueue(r, blobs, false)
+	if p.err == nil {
+		p.quiet = j
+	}
+	return p
+}
+
+func (j *Journal) enqueue(r *Record, blobs []cas.Blob, wake bool) *Pending {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.admitLocked(); err != nil {
@@ -203,7 +230,7 @@ func (j *Journal) Enqueue(r *Record, blobs []cas.Blob) *Pending {
 	if r.Op == OpGeneration && j.marks != nil {
 		j.marks.noteGeneration(r.Seq)
 	}
-	b := j.addLocked(item{seq: r.Seq, reset: r.Op == OpReset, val: val, blobs: blobs})
+	b := j.addLocked(item{seq: r.Seq, reset: r.Op == OpReset, val: val, blobs: blobs}, wake)
 	return &Pending{seq: r.Seq, b: b}
 }
 
@@ -224,7 +251,8 @@ func (j *Journal) admitLocked() error {
 	return nil
 }
 
-func (j *Journal) addLocked(it item) *batch {
+// addLocked queues it; wake: and wakes the committer.
+func (j *Journal) addLocked(it item, wake bool) *batch {
 	b := j.cur
 	j.pos++
 	b.lastPo = j.pos
@@ -238,7 +266,9 @@ func (j *Journal) addLocked(it item) *batch {
 		b.bytes += len(bl.Data)
 	}
 	b.maxSeq = max(b.maxSeq, it.seq)
-	j.work.Signal()
+	if wake {
+		j.work.Signal()
+	}
 	return b
 }
 

@@ -226,7 +226,7 @@ func (j *Journal) SetMeta(key string, val []byte) error {
 		j.mu.Unlock()
 		return fmt.Errorf("set meta %s: %w", key, err)
 	}
-	b := j.addLocked(item{key: k, val: val})
+	b := j.addLocked(item{key: k, val: val}, true)
 	j.mu.Unlock()
 	p := Pending{b: b}
 	if err := p.Wait(); err != nil {

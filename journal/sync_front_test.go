@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // inSync reports whether the calling goroutine runs inside Journal.Sync.
@@ -141,5 +142,85 @@ func TestConcurrentSyncs(t *testing.T) {
 	}
 	if len(names) != writers*each {
 		t.Errorf("%d records after reopen, want %d", len(names), writers*each)
+	}
+}
+
+// TestEnqueueSyncingLeavesCommitterAsleep: a record queued with
+// EnqueueSyncing does not wake the committer, so the Sync that follows
+// appends every batch itself (with Enqueue the committer wakes and takes
+// one now and then); a record queued so is still committed when nobody
+// syncs: by Pending.Wait, by a Sync that cannot append itself (a reset
+// record in the batch), and by Close.
+func TestEnqueueSyncingLeavesCommitterAsleep(t *testing.T) {
+	var commits, commitsInSync atomic.Int32
+	dir := t.TempDir()
+	j := openT(t, dir, Options{Fault: func(op string) error {
+		if op == "commit" {
+			commits.Add(1)
+			if inSync() {
+				commitsInSync.Add(1)
+			}
+		}
+		return nil
+	}})
+	const rounds = 100
+	for i := 0; i < rounds; i++ {
+		time.Sleep(time.Millisecond)
+		p := j.EnqueueSyncing(unlink(fmt.Sprint("f", i)), nil)
+		if err := p.Refused(); err != nil {
+			t.Fatal(err)
+		}
+		// Time for a committer that was woken to take the batch (the
+		// committer may still be ending the last batch when the next
+		// one is queued: then it takes it, woken or not, so first let
+		// it go back to sleep).
+		time.Sleep(time.Millisecond)
+		if err := j.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nearly all: a batch queued while the committer ends the one
+	// before still goes to it. Enqueue lets it take nearly every one.
+	if got := commitsInSync.Load(); got < rounds*9/10 {
+		t.Errorf("%d of %d batches appended by their Sync: the committer took the rest", got, rounds)
+	}
+
+	// Waited for without a Sync: Wait wakes the committer.
+	p := j.EnqueueSyncing(unlink("waited"), nil)
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// A reset record in the batch: the committer appends it, woken by Sync.
+	q := j.EnqueueSyncing(unlink("beside a reset"), nil)
+	appendResetQuiet(t, j)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Queued and then closed: Close commits it.
+	last := j.EnqueueSyncing(unlink("at close"), nil)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := last.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	j2 := openT(t, dir, Options{})
+	if got, err := j2.Get(last.Seq()); err != nil || got.Name != "at close" {
+		t.Fatalf("after reopen, Get(%d) = %+v, %v", last.Seq(), got, err)
+	}
+}
+
+// appendResetQuiet queues a reset record with EnqueueSyncing.
+func appendResetQuiet(t *testing.T, j *Journal) {
+	t.Helper()
+	r := &Record{Op: OpReset, ResetTo: 1}
+	if err := j.EnqueueSyncing(r, nil).Refused(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -505,15 +505,27 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		idxOf = append(idxOf, idx)
 	}
 	bases := t.bases[n]
+	grows := make([]*growNote, len(todo)) // new grow notes, by todo index
 	parallel(len(todo), len(todo)*cas.ChunkSize, func(i int) {
-		if _, based := bases[idxOf[i]]; based && !allZero(todo[i]) {
+		if base, based := bases[idxOf[i]]; based && !allZero(todo[i]) {
 			// Most likely stored as a delta: the committer judges
-			// its compressibility only if that fails.
-			sums[at[i]] = ChunkSum{Hash: cas.Sum(todo[i])}
+			// its compressibility only if that fails. An append to
+			// the last chunk hashes the appended bytes only.
+			keep := idxOf[i] == count-1 && len(todo[i]) < cas.ChunkSize
+			h, g := t.grownSum(n, idxOf[i], todo[i], base, keep)
+			sums[at[i]] = ChunkSum{Hash: h}
+			if g != nil {
+				grows[i] = g
+			}
 			return
 		}
 		sums[at[i]] = sumOf(todo[i])
 	})
+	for _, g := range grows {
+		if g != nil {
+			t.noteGrow(n, g)
+		}
+	}
 	cuts := t.cuts[n]
 	var blobs []cas.Blob
 	k := 0

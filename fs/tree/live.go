@@ -13,6 +13,9 @@ import (
 // Journal is what the live tree needs of the journal: *journal.Journal.
 type Journal interface {
 	Enqueue(r *journal.Record, blobs []cas.Blob) *journal.Pending
+	// EnqueueSyncing is Enqueue for a record whose Sync follows at once
+	// (Fsync): it leaves the committer asleep for the Sync to append.
+	EnqueueSyncing(r *journal.Record, blobs []cas.Blob) *journal.Pending
 	Sync() error
 	// Admit reports whether an ordinary write of about n journaled bytes
 	// may go ahead (journal.Admit*: the class); its error wraps
@@ -87,8 +90,11 @@ type Live struct {
 	// rewind, an unmount): its commits may use the space reserve that
 	// ordinary writes leave (journal/space.go).
 	privileged bool
-	now        func() int64
-	afterPlan  func() // tests: runs in ReadVec between the lock and the store reads
+	// syncing is set while Fsync flushes under the lock: its record is
+	// enqueued for the Sync that follows (Journal.EnqueueSyncing).
+	syncing   bool
+	now       func() int64
+	afterPlan func() // tests: runs in ReadVec between the lock and the store reads
 }
 
 // Write buffering limits: a file's pending data is journaled once
@@ -269,7 +275,12 @@ func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) erro
 	if err := l.t.Apply(r); err != nil {
 		return err
 	}
-	p := l.j.Enqueue(r, blobs)
+	var p *journal.Pending
+	if l.syncing {
+		p = l.j.EnqueueSyncing(r, blobs)
+	} else {
+		p = l.j.Enqueue(r, blobs)
+	}
 	if err := p.Refused(); err != nil {
 		// Applied but not journaled: the tree is ahead of the journal.
 		l.failed = fmt.Errorf("%w: %v", ErrFailed, err)

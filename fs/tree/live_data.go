@@ -271,10 +271,24 @@ func (l *Live) Flush(c Caller, ino uint64) error {
 // journaled so far is synced to disk: after it, the data survives kill -9
 // and power loss.
 func (l *Live) Fsync(c Caller, ino uint64) error {
-	if err := l.Flush(c, ino); err != nil && err != ErrStale {
+	if err := l.flushSyncing(c, ino); err != nil && err != ErrStale {
 		return err
 	}
 	return l.j.Sync()
+}
+
+// flushSyncing is Flush for Fsync, whose Sync follows: the record goes to
+// the journal with EnqueueSyncing.
+func (l *Live) flushSyncing(c Caller, ino uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.node(ino)
+	if err != nil {
+		return err
+	}
+	l.syncing = true
+	defer func() { l.syncing = false }()
+	return l.flush(c, n, journal.DataWrite)
 }
 
 // Sync journals every buffered write and syncs the journal (syncfs, and

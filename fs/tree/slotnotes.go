@@ -1,6 +1,10 @@
 package tree
 
-import "github.com/reynfs/reynfs/cas"
+import (
+	"bytes"
+
+	"github.com/reynfs/reynfs/cas"
+)
 
 // What the tree notes beside a file's pending chunks, per chunk slot:
 // the hash of a pending buffer (sums), the stored chunk it was read from
@@ -110,4 +114,56 @@ func (t *Tree) noteCut(n *Node, idx uint64, h cas.Hash) {
 func (t *Tree) dropSums(n *Node) {
 	delete(t.sums, n)
 	delete(t.bases, n)
+}
+
+// growNote is the hashing state of a node's last, partial chunk as a
+// flush left it (Tree.grows): s has summed exactly the bytes of the chunk
+// named hash, in slot idx.
+type growNote struct {
+	idx  uint64
+	hash cas.Hash
+	s    *cas.Summer
+}
+
+// maxGrowNodes bounds the nodes with a growNote (some 11 KiB each): past
+// this many the notes start over.
+const maxGrowNodes = 64
+
+// grownSum returns cas.Sum(b) for n's pending chunk idx, whose buffer b
+// was made from the stored chunk base (its read-modify-write: bases).
+// When n's grow note holds the BLAKE3 state after exactly base's bytes
+// and b still starts with them (an append: compared, not assumed), only
+// the tail is hashed, and the note moves on to b. Else, for a slot that
+// may grow again (keep: the file's last chunk, not full), b is hashed
+// into a new note, returned for the caller to store (Flush hashes chunks
+// in parallel and keeps the map out of it); otherwise plain cas.Sum.
+func (t *Tree) grownSum(n *Node, idx uint64, b []byte, base cas.Blob, keep bool) (cas.Hash, *growNote) {
+	if g := t.grows[n]; g != nil && g.idx == idx && g.hash == base.Hash &&
+		g.s.Len() == int64(len(base.Data)) && len(b) >= len(base.Data) && bytes.Equal(b[:len(base.Data)], base.Data) {
+		if !keep {
+			s := g.s.Clone()
+			s.Write(b[len(base.Data):])
+			return s.Sum(), nil
+		}
+		// The note is this slot's alone: Flush calls grownSum once per
+		// slot, and a node's note names one slot.
+		g.s.Write(b[len(base.Data):])
+		g.hash = g.s.Sum()
+		return g.hash, nil
+	}
+	if !keep {
+		return cas.Sum(b), nil
+	}
+	s := cas.NewSummer()
+	s.Write(b)
+	h := s.Sum()
+	return h, &growNote{idx: idx, hash: h, s: s}
+}
+
+// noteGrow stores g as n's grow note (see grownSum).
+func (t *Tree) noteGrow(n *Node, g *growNote) {
+	if t.grows == nil || len(t.grows) >= maxGrowNodes && t.grows[n] == nil {
+		t.grows = map[*Node]*growNote{}
+	}
+	t.grows[n] = g
 }

@@ -30,6 +30,12 @@ type Tree struct {
 	// (open with O_TRUNC, write) is then stored as a delta against its
 	// previous version. Only a hint: bounded, and dropped freely.
 	cuts map[*Node]map[uint64]cas.Hash
+	// grows: per node, the BLAKE3 state after the bytes of its last,
+	// partial chunk as the last flush hashed them (slotnotes.go,
+	// grownSum): a file that grows a little per fsync hashes what it
+	// appended, not its chunk again. Only a hint: bounded, checked
+	// against the bytes before use, and dropped freely.
+	grows map[*Node]*growNote
 }
 
 // New returns a tree holding only an empty root directory.
