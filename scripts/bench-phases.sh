@@ -75,6 +75,10 @@ phase_history() {
 			record rss-peak reynfs 1 "$(rss_of "$pid" VmHWM)" MiB
 			record rss-anon reynfs 1 "$(rss_of "$pid" RssAnon)" MiB
 			record rss-file reynfs 1 "$(rss_of "$pid" RssFile)" MiB
+			# The daemon gives free heap pages back once rewinds have
+			# stopped for 2 s (memReturnQuiet): the RSS at rest.
+			sleep 3
+			record rss-rest reynfs 1 "$(rss_of "$pid" VmRSS)" MiB
 			echo "RSS_FILES=$n" >>"$META"
 		fi
 		unmount_reynfs "$rf"

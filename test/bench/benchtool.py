@@ -309,9 +309,10 @@ def targets_table(data, meta, sizes, out):
         n = meta.get("RSS_FILES", "?")
         scaled = "" if n == "100000" else " (scaled down: not 100k)"
         rows.append(("daemon RSS with %s files mounted%s" % (n, scaled), "< 300 MiB",
-                     "%s: %s anonymous, %s file-backed (mapped store files); peak %s" % (
+                     "%s: %s anonymous, %s file-backed (mapped store files); peak %s; at rest (3 s later) %s" % (
                          fmt(rss, "MiB"), fmt(med(data, "rss-anon", "reynfs"), "MiB"),
-                         fmt(med(data, "rss-file", "reynfs"), "MiB"), fmt(med(data, "rss-peak", "reynfs"), "MiB")),
+                         fmt(med(data, "rss-file", "reynfs"), "MiB"), fmt(med(data, "rss-peak", "reynfs"), "MiB"),
+                         fmt(med(data, "rss-rest", "reynfs"), "MiB")),
                      rss < 300))
     rec = med(data, "recovery", "reynfs")
     if rec is not None:

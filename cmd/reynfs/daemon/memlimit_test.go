@@ -66,7 +66,7 @@ func waitLimit(t *testing.T, when string, ok func(int64) bool) {
 // MiB so).
 func TestMemReturnerReturnsFreePages(t *testing.T) {
 	runs := make(chan time.Duration, 1)
-	r := &memReturner{log: zerolog.Nop(), done: func(d time.Duration) { runs <- d }}
+	r := &memReturner{log: zerolog.Nop(), quiet: time.Millisecond, done: func(d time.Duration) { runs <- d }}
 	garbage := make([][]byte, 64)
 	for i := range garbage {
 		garbage[i] = make([]byte, 1<<20)
@@ -88,7 +88,7 @@ func TestMemReturnerReturnsFreePages(t *testing.T) {
 func TestMemReturnerFolds(t *testing.T) {
 	var n atomic.Int32
 	first, release := make(chan struct{}), make(chan struct{})
-	r := &memReturner{log: zerolog.Nop(), done: func(time.Duration) {
+	r := &memReturner{log: zerolog.Nop(), quiet: time.Millisecond, done: func(time.Duration) {
 		if n.Add(1) == 1 {
 			close(first)
 			<-release
@@ -110,6 +110,36 @@ func TestMemReturnerFolds(t *testing.T) {
 	}
 	if got := n.Load(); got != 2 {
 		t.Fatalf("%d runs for three requests, two of them during the first; want 2", got)
+	}
+}
+
+// TestMemReturnerWaitsForQuiet: requests that keep coming (a burst of
+// rewinds) hold the return off until they stop: one return, after the
+// last of them and its quiet, not one per request whose pages the next
+// request faults in again.
+func TestMemReturnerWaitsForQuiet(t *testing.T) {
+	var n atomic.Int32
+	ran := make(chan time.Time, 8)
+	r := &memReturner{log: zerolog.Nop(), quiet: time.Second, done: func(time.Duration) {
+		n.Add(1)
+		ran <- time.Now()
+	}}
+	var last time.Time
+	for range 20 {
+		last = time.Now()
+		r.after("burst")
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := n.Load(); got != 0 {
+		t.Fatalf("%d returns during a burst of requests 20 ms apart (quiet 1 s); want none", got)
+	}
+	at := <-ran
+	if d := at.Sub(last); d < r.quiet {
+		t.Errorf("the return ran %v after the last request, before its quiet of %v", d, r.quiet)
+	}
+	time.Sleep(2 * r.quiet)
+	if got := n.Load(); got != 1 {
+		t.Fatalf("%d returns for one burst; want 1", got)
 	}
 }
 

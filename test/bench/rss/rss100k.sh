@@ -2,7 +2,8 @@
 # rss100k.sh BIN TAG [PPROF_ADDR]: the history phase of scripts/bench-phases.sh
 # at 100k files (without the shadow git), by hand: a cold first mount
 # (import), 5 rounds of modify-10 + checkpoint (CLI, socket), 5 rounds of
-# checkpoint + modify-100 + rewind, find, then the daemon's memory. Prints
+# checkpoint + modify-100 + rewind, find, then the daemon's memory (and 3 s
+# later, at rest). Prints
 # one line "TAG key=value ...". Stores and mounts under /tmp/rss-TAG-*.
 # With PPROF_ADDR the daemon serves pprof there and the heap profile and
 # smaps are saved beside the store before the unmount.
@@ -66,6 +67,8 @@ memat find
 c1=$(ticks "$pid")
 line="$TAG import_ms=$import ckpt_cli_ms=$(echo "${ck[*]}" | median) ckpt_sock_ms=$(echo "${sk[*]}" | median) rewind_ms=$(echo "${rw[*]}" | median)"
 line+=" rss=$(rss_of "$pid" VmRSS) hwm=$(rss_of "$pid" VmHWM) anon=$(rss_of "$pid" RssAnon) file=$(rss_of "$pid" RssFile) cpu_ticks_after_import=$((c1 - c0)) cpu_ticks_total=$c1"
+sleep 3 # the daemon returns free heap pages 2 s after the last rewind
+line+=" rss_rest=$(rss_of "$pid" VmRSS)"
 echo "$line"
 if [[ -n $PPROF ]]; then
 	out=${OUT:-/tmp/rss-out-$TAG}
