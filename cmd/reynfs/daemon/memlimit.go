@@ -122,11 +122,12 @@ func (m *memTuner) set(limit int64) {
 //
 // It waits until no request has come for memReturnQuiet: a burst of
 // rewinds (undo, undo, undo from the picker; the benchmark's five, a
-// second apart) would otherwise give back, after each one, the pages the
-// next one faults in again: a rewind at 100k files took 57 ms instead of
-// 15-40 with a return between each (its reconstruction allocates some 40
-// MiB). Requests arriving while one runs are folded into one more run
-// after it.
+// second apart) would otherwise start each one on a heap just collected
+// and returned, with every page it touches to fault in again: a rewind at
+// 100k files took 57 ms instead of 15-40 with a return between each (its
+// reconstruction phase alone; it allocates some 6 MB, most of it whole
+// packs read for one inode object each, cas readPacked). Requests
+// arriving while one runs are folded into one more run after it.
 type memReturner struct {
 	mu      sync.Mutex
 	running bool      // a return, or the wait for its quiet, is under way
