@@ -401,3 +401,53 @@ func (j *Journal) fail(err error) error {
 	}
 	return j.err
 }
+
+// WaitLogged returns once the record's frame is in the log: written with
+// pwrite into the page cache, so it survives kill -9 of the daemon (Open
+// catches the index up from the log, TestKillBetweenFrameAndIndex), as
+// after Wait. Its index may still be being written: until Wait returns,
+// the store may not find the record's blobs (Get, Has) and the record
+// may not be read back. From then on the commit no longer reads the Data
+// of a file chunk among the blobs (a blob without a Base, or with
+// BaseData or Chunk set; cas caches copies of other objects with a Base
+// after their index), so a caller that lent such bytes may reuse them.
+//
+// When the committer is idle, WaitLogged appends the queued batch on the
+// caller's goroutine, as Sync does (syncFront), and leaves its index to
+// the committer: a 1 MiB write's reply then waits neither for the
+// committer to wake nor for the index, and the index is written while the
+// next request arrives. When the journal fails first, WaitLogged returns
+// what Wait returns (the batch is over then); an index failure after the
+// frame is Wait's alone.
+func (p *Pending) WaitLogged() error {
+	if p.err != nil {
+		return p.err
+	}
+	j := p.j
+	j.mu.Lock()
+	// j.appended covers a batch once its frame is in the log; batches
+	// are appended in queue order, and p.b.lastPo is fixed once taken.
+	for j.appended < p.b.lastPo && j.err == nil {
+		if j.syncFrontLocked() {
+			b, _ := j.takeLocked()
+			j.mu.Unlock()
+			j.syncFront(b)
+			j.mu.Lock()
+			continue
+		}
+		if !j.fronting {
+			// The committer appends it (a batch with a reset record,
+			// a closing journal, a quiet record): wake it.
+			j.work.Signal()
+		}
+		j.progress.Wait()
+	}
+	logged := j.appended >= p.b.lastPo
+	j.mu.Unlock()
+	if logged {
+		return nil
+	}
+	// The journal failed, maybe while another goroutine appends this
+	// batch: wait for its end, after which nothing reads its blobs.
+	return p.Wait()
+}

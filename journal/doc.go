@@ -95,8 +95,14 @@
 // Pending.Wait and Close wake it too. A
 // batch with a reset record is left to the committer, which keeps their
 // count. Either way one batch is taken at a time and appended in queue
-// order, and every waiter of a batch wakes only after its index. cas.Put and PutBatch (import, rewind.StoreBlobs) append
-// their own frames under the same writer lock. A commit or sync error
+// order, and every waiter of a batch wakes only after its index, except
+// Pending.WaitLogged, which returns once the batch's frame is in the log
+// and, like Sync, appends the queued batch itself when the committer is
+// idle: a write that lent its request buffer to the frame (fs/tree's
+// whole-chunk writes of 512 KiB or more) needs its bytes back, and its
+// reply, only after the frame's pwritev, so the index is written while
+// the next request arrives. cas.Put and PutBatch (import,
+// rewind.StoreBlobs) append their own frames under the same writer lock. A commit or sync error
 // fails the journal for good: every later Enqueue, Wait, Sync and SetMeta
 // returns an error wrapping ErrFailed, which the file system answers with
 // EIO.
@@ -117,7 +123,11 @@
 // # Durability
 //
 // A committed record (Pending.Wait has returned) is in the log, written
-// with pwrite into the page cache, and survives kill -9 of the daemon.
+// with pwrite into the page cache, and survives kill -9 of the daemon; so
+// does one whose Pending.WaitLogged has returned, whose index may still
+// be unwritten (Open catches it up from the log; until Wait returns, the
+// store may not find its blobs, and the live tree's staging answers reads
+// of them by waiting for it).
 // Sync runs one fdatasync of the segments written since the last sync
 // (normally one file: one device flush, where Badger's SyncWrites=false
 // logs cost two) once everything enqueued before it is in the log, while

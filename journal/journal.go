@@ -124,6 +124,7 @@ type Pending struct {
 	// quiet is the journal of a record EnqueueSyncing queued without
 	// waking the committer: Wait wakes it.
 	quiet *Journal
+	j     *Journal // the journal it was queued in (WaitLogged)
 }
 
 // Seq is the seq Enqueue assigned (0 if the record was refused).
@@ -188,14 +189,17 @@ func start(db *badger.DB, objs *cas.Badger, next uint64, opts Options) *Journal 
 // 32 MiB is already queued, when it waits for the committer to take the
 // queue (backpressure). Callers that need Enqueue order to be seq order
 // serialize their calls. r is encoded at once and may be reused; the blobs'
-// Data must not change until Wait returns. A refused record (ErrInvalid,
+// Data must not change until Wait returns, or, for file chunks (a blob
+// without a Base, or with BaseData or Chunk set), until WaitLogged
+// returns. A refused record (ErrInvalid,
 // ErrClosed, ErrFailed) gets no seq and its Pending returns the error.
 func (j *Journal) Enqueue(r *Record, blobs []cas.Blob) *Pending {
 	return j.enqueue(r, blobs, true)
 }
 
 // EnqueueSyncing is Enqueue for a caller that calls Sync next (a FUSE
-// fsync's flush): it does not wake the committer, since that Sync appends
+// fsync's flush), or WaitLogged (a write that lent its bytes, which
+// appends the batch itself the same way): it does not wake the committer, since that Sync appends
 // the batch itself when the committer is idle (syncFront) and wakes it
 // when not. Woken by Enqueue, the committer would only race the Sync for
 // the batch (and lose it nearly always): a goroutine wake-up and a
@@ -231,7 +235,7 @@ func (j *Journal) enqueue(r *Record, blobs []cas.Blob, wake bool) *Pending {
 		j.marks.noteGeneration(r.Seq)
 	}
 	b := j.addLocked(item{seq: r.Seq, reset: r.Op == OpReset, val: val, blobs: blobs}, wake)
-	return &Pending{seq: r.Seq, b: b}
+	return &Pending{seq: r.Seq, b: b, j: j}
 }
 
 // admitLocked waits while the queued batch is full and reports whether the

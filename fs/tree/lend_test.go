@@ -2,11 +2,15 @@ package tree
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/journal"
 )
 
 // A write of LendBytes or more of whole chunks lends its bytes to its
@@ -187,5 +191,97 @@ func TestLentWriteConcurrentReader(t *testing.T) {
 	close(done)
 	if msg, ok := <-failed; ok {
 		t.Fatal(msg)
+	}
+}
+
+// TestLentWriteRepliesBeforeIndex holds the index write of a lending
+// write's commit back (the "index" fault point, after the frame is in
+// the log): WriteAt must return anyway (WaitLogged), the request buffer
+// then be free for the server's next request, and a read meanwhile wait
+// for the index and return the written bytes, not an error (the store
+// does not know the chunks before their index) and not the scribble.
+// Against a WriteAt that waits for the whole commit, the write never
+// returns while the index is held: the test fails after a minute.
+func TestLentWriteRepliesBeforeIndex(t *testing.T) {
+	var gated atomic.Bool
+	indexing := make(chan struct{}, 1)
+	release := make(chan struct{})
+	j, err := journal.Open(t.TempDir(), journal.Options{Fault: func(op string) error {
+		if op == "index" && gated.Load() {
+			indexing <- struct{}{}
+			<-release
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	l := NewLive(New(j.Objects(), rootMode, rootUid, rootGid, rootTime), j, 2, 1, func(uint64) error { return nil })
+	st, err := l.Create(testCaller, RootIno, "f", syscall.S_IFREG|0o644, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(testCaller); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(4, 2))
+	p := make([]byte, FileFlushBytes)
+	scribble(p, rng)
+	want := bytes.Clone(p)
+	gated.Store(true)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := l.WriteAt(testCaller, st.Ino, NoHandle, p, 0, false)
+		wrote <- err
+	}()
+	<-indexing // the frame is in the log, its index held back
+	gated.Store(false)
+	select {
+	case err := <-wrote:
+		if err != nil {
+			close(release)
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		close(release)
+		t.Fatal("the lending write waits for its index")
+	}
+	lentStaged(t, l)
+	scribble(p, rng) // the server's next request
+	l.stage.mu.Lock()
+	waiting := 0
+	for _, b := range l.stage.blobs {
+		if b.data == nil && b.logged != nil {
+			waiting++
+		}
+	}
+	l.stage.mu.Unlock()
+	if waiting != FileFlushBytes/cas.ChunkSize {
+		close(release)
+		t.Fatalf("%d chunks staged to wait for the index, want %d", waiting, FileFlushBytes/cas.ChunkSize)
+	}
+	read := make(chan error, 1)
+	got := make([]byte, len(want))
+	go func() {
+		k, err := l.ReadAt(st.Ino, got, 0)
+		if err == nil && k != len(got) {
+			err = fmt.Errorf("read %d of %d bytes", k, len(got))
+		}
+		read <- err
+	}()
+	close(release)
+	if err := <-read; err != nil {
+		t.Fatalf("a read racing the index: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("a read racing the index returned other bytes than written")
+	}
+	if err := l.Fsync(testCaller, st.Ino); err != nil {
+		t.Fatal(err)
+	}
+	tr := replay(t, j)
+	if k, err := tr.ReadAt(tr.Node(st.Ino), got, 0); err != nil || k != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("after replay: read %d bytes, %v; equal %v", k, err, bytes.Equal(got, want))
 	}
 }

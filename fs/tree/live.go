@@ -276,7 +276,9 @@ func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) erro
 		return err
 	}
 	var p *journal.Pending
-	if l.syncing {
+	if l.syncing || l.lending {
+		// Its Sync, or the lending WriteAt's WaitLogged, appends the
+		// batch itself when the committer is idle.
 		p = l.j.EnqueueSyncing(r, blobs)
 	} else {
 		p = l.j.Enqueue(r, blobs)

@@ -30,12 +30,15 @@ func (l *Live) ReadAt(ino uint64, p []byte, off uint64) (int, error) {
 // A write that will flush and brings at least LendBytes of whole chunks
 // (a sequential writer's 1 MiB) lends p's bytes to that flush instead of
 // copying them into chunk buffers (prepare): the journal's frame is
-// written from p itself, and WriteAt returns only once that commit is in
-// the log and the staging has given the bytes back (readers meanwhile get
-// copies), since the FUSE server reuses p for its next request. It saves
-// a copy of every byte into fresh memory, and the frame's pwritev reads
-// bytes still in the cache; the price is that the write's reply waits
-// for its commit, which the next request would otherwise overlap.
+// written from p itself, and WriteAt returns only once that frame is in
+// the log (journal.Pending.WaitLogged, which appends it on this goroutine
+// when the committer is idle) and the staging has given the bytes back
+// (readers meanwhile get copies), since the FUSE server reuses p for its
+// next request. It saves a copy of every byte into fresh memory, and the
+// frame's pwritev reads bytes still in the cache; the price is that the
+// write's reply waits for that pwritev. The frame's index is written
+// while the next request arrives; a read of the chunks before it waits
+// for it (staging.giveBack).
 func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appending bool) (int, error) {
 	pre := l.prepare(ino, e, p, off, appending)
 	l.mu.Lock()
@@ -44,8 +47,8 @@ func (l *Live) WriteAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	l.lent = nil
 	l.mu.Unlock()
 	for _, lc := range lent {
-		werr := lc.p.Wait()
-		l.stage.giveBack(lc.blobs)
+		werr := lc.p.WaitLogged()
+		l.stage.giveBack(lc.blobs, lc.p)
 		if werr != nil && err == nil {
 			k, err = 0, werr
 		}

@@ -180,6 +180,13 @@ func (s *staging) readRange(h cas.Hash, off int, dst []byte) ([]byte, error) {
 	r, ok := s.Store.(cas.RangeReader)
 	if ok {
 		s.mu.Lock()
+		if b, held := s.blobs[h]; held && b.data == nil {
+			s.mu.Unlock()
+			if err := b.logged.Wait(); err != nil { // see staging.get
+				return nil, err
+			}
+			return r.ReadRange(h, off, dst)
+		}
 		if b, held := s.blobs[h]; held {
 			if b.lent { // copied under s.mu, as Get does
 				n := copy(dst, clip(b.data, off, len(dst)))

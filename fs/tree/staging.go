@@ -35,6 +35,10 @@ type stagedBlob struct {
 	data []byte
 	refs int
 	lent bool // data is a write's request buffer (lend): Get copies it
+	// logged is the commit of lent bytes given back once its frame was in
+	// the log (giveBack), data nil: a read waits for its index and then
+	// reads the store.
+	logged *journal.Pending
 }
 
 type recentBlob struct {
@@ -62,6 +66,13 @@ func (s *staging) GetOnce(h cas.Hash) ([]byte, error) {
 
 func (s *staging) get(h cas.Hash, once bool) ([]byte, error) {
 	s.mu.Lock()
+	if b, ok := s.blobs[h]; ok && b.data == nil {
+		s.mu.Unlock()
+		if err := b.logged.Wait(); err != nil {
+			return nil, err
+		}
+		return s.fromStore(h, once)
+	}
 	if b, ok := s.blobs[h]; ok {
 		data := b.data
 		if b.lent {
@@ -78,6 +89,10 @@ func (s *staging) get(h cas.Hash, once bool) ([]byte, error) {
 		return el.Value.(*recentBlob).data, nil
 	}
 	s.mu.Unlock()
+	return s.fromStore(h, once)
+}
+
+func (s *staging) fromStore(h cas.Hash, once bool) ([]byte, error) {
 	if g, ok := s.Store.(cas.OnceGetter); ok && once {
 		return g.GetOnce(h)
 	}
@@ -118,15 +133,15 @@ func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 
 // lend keeps blobs readable like hold, for a commit whose blob bytes are
 // lent: the buffer of a write request, which the write waits for the
-// commit to release (Live.WriteAt). Until then Get returns copies of
-// them, and the writer calls giveBack before it returns; they are not
+// commit's frame to release (Live.WriteAt). Until then Get returns copies
+// of them, and the writer calls giveBack before it returns; they are not
 // kept among the recent chunks.
 func (s *staging) lend(blobs []cas.Blob) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range blobs {
 		sb := s.blobs[b.Hash]
-		if sb.refs == 0 || sb.lent {
+		if sb.refs == 0 || sb.lent || sb.data == nil {
 			sb.data, sb.lent = b.Data, true
 		}
 		sb.refs++
@@ -134,10 +149,36 @@ func (s *staging) lend(blobs []cas.Blob) {
 	}
 }
 
-// giveBack ends lend: once it returns, staging holds no reference to the
-// blobs' bytes. An entry another hold still needs keeps a copy if its
-// bytes were these.
-func (s *staging) giveBack(blobs []cas.Blob) {
+// giveBack ends lend once p, the commit of blobs, has its frame in the
+// log (Pending.WaitLogged): from its return staging holds no reference to
+// the blobs' bytes. Until p's index is written, the store may not find
+// them yet, so each entry whose bytes these were stays, without bytes: a
+// read of it waits for p and then reads the store (get). An entry another
+// hold still needs keeps a copy if its bytes were these. The entries go
+// once p is done.
+func (s *staging) giveBack(blobs []cas.Blob, p *journal.Pending) {
+	s.mu.Lock()
+	for _, b := range blobs {
+		sb, ok := s.blobs[b.Hash]
+		if !ok || !sb.lent || len(sb.data) == 0 || len(b.Data) == 0 || &sb.data[0] != &b.Data[0] {
+			continue
+		}
+		if sb.refs <= 1 {
+			sb.data, sb.lent, sb.logged = nil, false, p
+		} else {
+			sb.data, sb.lent = bytes.Clone(sb.data), false
+		}
+		s.blobs[b.Hash] = sb
+	}
+	s.mu.Unlock()
+	go func() {
+		p.Wait()
+		s.release(blobs)
+	}()
+}
+
+// release drops one reference to each of blobs.
+func (s *staging) release(blobs []cas.Blob) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range blobs {
@@ -150,9 +191,6 @@ func (s *staging) giveBack(blobs []cas.Blob) {
 			continue
 		}
 		sb.refs--
-		if sb.lent && len(sb.data) > 0 && len(b.Data) > 0 && &sb.data[0] == &b.Data[0] {
-			sb.data, sb.lent = bytes.Clone(sb.data), false
-		}
 		s.blobs[b.Hash] = sb
 	}
 }
