@@ -180,6 +180,10 @@ func (b *Badger) Append(f *Frame) (u *Unindexed, deduped int, err error) {
 	var bases bool
 	var crcs map[Hash][]uint32 // page CRCs of the deltas to remember
 	packing := packable(f.Blobs)
+	has, err := b.hasAll(f.Blobs, f.Fresh)
+	if err != nil {
+		return nil, 0, fmt.Errorf("commit: %w", err)
+	}
 	seen := make(map[Hash]struct{}, len(f.Blobs))
 	for _, bl := range f.Blobs {
 		if _, dup := seen[bl.Hash]; dup {
@@ -187,16 +191,9 @@ func (b *Badger) Append(f *Frame) (u *Unindexed, deduped int, err error) {
 			continue
 		}
 		seen[bl.Hash] = struct{}{}
-		b.guard.note(bl.Hash) // before the lookup a dedup relies on (guard.go)
-		if !f.Fresh {
-			ok, err := b.Has(bl.Hash)
-			if err != nil {
-				return nil, 0, fmt.Errorf("commit: %w", err)
-			}
-			if ok {
-				deduped++
-				continue
-			}
+		if has[bl.Hash] {
+			deduped++
+			continue
 		}
 		s := stored{h: bl.Hash, raw: len(bl.Data), comp: compRaw, data: bl.Data}
 		// A delta first: a chunk a small write changed is a few KiB
@@ -264,6 +261,47 @@ func (b *Badger) Append(f *Frame) (u *Unindexed, deduped int, err error) {
 	}
 	return &Unindexed{b: b, f: f, at: at, frameLen: int64(frame.len()), offs: offs, blobs: blobs,
 		bases: bases, crcs: crcs, epoch: epoch, lepoch: lepoch}, deduped, nil
+}
+
+// hasAll notes every blob with the sweep guard (before the lookup a
+// dedup relies on, guard.go) and, unless fresh, reports which ones are
+// stored: Has, with the index lookups of all of them in one read
+// transaction. A sequential writer's 1 MiB frame holds 16 chunks, and a
+// transaction each cost a Badger read timestamp each, which waits for
+// the index write in flight (the previous frame's) every time.
+func (b *Badger) hasAll(blobs []Blob, fresh bool) (map[Hash]bool, error) {
+	for _, bl := range blobs {
+		b.guard.note(bl.Hash)
+	}
+	if fresh {
+		return nil, nil
+	}
+	has := make(map[Hash]bool, len(blobs))
+	var ask []Hash
+	for _, bl := range blobs {
+		if _, done := has[bl.Hash]; done {
+			continue
+		}
+		in := b.cache.contains(bl.Hash)
+		has[bl.Hash] = in
+		if !in {
+			ask = append(ask, bl.Hash)
+		}
+	}
+	if len(ask) == 0 {
+		return has, nil
+	}
+	err := b.db.View(func(txn *badger.Txn) error {
+		for _, h := range ask {
+			_, _, found, _, err := b.lookupTxn(txn, h, false)
+			if err != nil {
+				return fmt.Errorf("has %s: %w", h.Short(), err)
+			}
+			has[h] = found
+		}
+		return nil
+	})
+	return has, err
 }
 
 // Index writes u's index (Commit's second half) and releases the log's
