@@ -416,7 +416,10 @@ func (j *Journal) fail(err error) error {
 // caller's goroutine, as Sync does (syncFront), and leaves its index to
 // the committer: a 1 MiB write's reply then waits neither for the
 // committer to wake nor for the index, and the index is written while the
-// next request arrives. When the journal fails first, WaitLogged returns
+// next request arrives. A previous frame's index that the committer has
+// not taken yet it writes itself first: its append would wait for that
+// index anyway (the log's writer lock), and on a busy machine the
+// committer's turn may come a millisecond later. When the journal fails first, WaitLogged returns
 // what Wait returns (the batch is over then); an index failure after the
 // frame is Wait's alone.
 func (p *Pending) WaitLogged() error {
@@ -428,6 +431,17 @@ func (p *Pending) WaitLogged() error {
 	// j.appended covers a batch once its frame is in the log; batches
 	// are appended in queue order, and p.b.lastPo is fixed once taken.
 	for j.appended < p.b.lastPo && j.err == nil {
+		if u := j.unindexed; u != nil && j.syncFrontLocked() {
+			// The previous frame's index, which the committer has
+			// not taken yet: the append below would wait for it
+			// (the log's writer lock), so write it here rather than
+			// wait for the committer to be scheduled.
+			j.unindexed = nil
+			j.mu.Unlock()
+			j.indexed(u.b, u.index())
+			j.mu.Lock()
+			continue
+		}
 		if j.syncFrontLocked() {
 			b, _ := j.takeLocked()
 			j.mu.Unlock()

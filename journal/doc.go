@@ -98,7 +98,8 @@
 // order, and every waiter of a batch wakes only after its index, except
 // Pending.WaitLogged, which returns once the batch's frame is in the log
 // and, like Sync, appends the queued batch itself when the committer is
-// idle: a write that lent its request buffer to the frame (fs/tree's
+// idle (first writing the index of the previous frame if the committer
+// has not taken it yet): a write that lent its request buffer to the frame (fs/tree's
 // whole-chunk writes of 512 KiB or more) needs its bytes back, and its
 // reply, only after the frame's pwritev, so the index is written while
 // the next request arrives. cas.Put and PutBatch (import,
