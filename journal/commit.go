@@ -419,9 +419,9 @@ func (j *Journal) fail(err error) error {
 // next request arrives. A previous frame's index that the committer has
 // not taken yet it writes itself first: its append would wait for that
 // index anyway (the log's writer lock), and on a busy machine the
-// committer's turn may come a millisecond later. When the journal fails first, WaitLogged returns
-// what Wait returns (the batch is over then); an index failure after the
-// frame is Wait's alone.
+// committer's turn may come a millisecond later. When the journal fails
+// first, WaitLogged returns what Wait returns (the batch is over then);
+// an index failure after the frame is Wait's alone.
 func (p *Pending) WaitLogged() error {
 	if p.err != nil {
 		return p.err
