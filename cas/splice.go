@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +26,11 @@ import (
 // checksums), and `reynfs fsck` still re-hashes every object. ReadRange
 // keeps checking its remembered CRCs.
 //
+// A reply resolves each object once (Spliceable: the remembered location
+// and the segment's open file, as a Span) and splices from that Span: a
+// READ of 512 KiB is 8 chunks, and looking each one up again for the
+// splice cost a second locCache and segment-file lookup per chunk.
+//
 // Safety against the compactor: a segment it retires stays open for
 // retireDelay and is then closed. A splice runs inside the file's
 // SyscallConn().Control, which holds the descriptor for the call, so a
@@ -33,57 +39,84 @@ import (
 // looks it up again). A segment is immutable below its end and its
 // number is never reused, and the bytes moved into the pipe are page
 // references taken during the call, so nothing the compactor does later
-// changes what the pipe holds.
+// changes what the pipe holds. A Span resolved just before the compactor
+// moved its object splices the old copy's identical bytes while the old
+// segment is open, and fails once it is closed.
 
 // Splicer is a Store that can move a verified object's bytes from its
 // segment file into a pipe without copying them through user space.
 type Splicer interface {
-	// Spliceable reports whether SpliceRange may move object h, and
-	// its length.
-	Spliceable(h Hash) (n int, ok bool)
-	// SpliceRange moves n bytes of object h from off on into the pipe
-	// whose write end is fd (opened blocking or not: the call never
+	// Spliceable reports whether object h may be spliced, and where its
+	// bytes are (Span.Len is its length). A reply resolves each object
+	// once, here, and splices from the Span it got.
+	Spliceable(h Hash) (Span, bool)
+	// SpliceSpan moves n bytes of the object at s from off on into the
+	// pipe whose write end is fd (opened blocking or not: the call never
 	// waits for room in the pipe; the caller gives it enough). On an
 	// error the pipe may hold part of the range: the caller drops what
-	// the pipe holds and reads h the ordinary way.
-	SpliceRange(h Hash, off, n int, fd int) error
+	// the pipe holds and reads the object the ordinary way.
+	SpliceSpan(s Span, off, n int, fd int) error
 }
+
+// Span is where Spliceable found a verified raw object: its segment's
+// open file and the object's first byte and length there. It stays
+// usable as long as the file is open: a segment is immutable below its
+// end and its number never reused, and once the compactor has retired
+// and closed it a splice from it fails (the caller then reads the object
+// the ordinary way, which looks it up again).
+type Span struct {
+	f   *os.File
+	pos int64
+	n   int
+}
+
+// Len is the object's length.
+func (s Span) Len() int { return s.n }
 
 var _ Splicer = (*Badger)(nil)
 
-// errNoSplice is SpliceRange's error for an object it cannot move.
+// errNoSplice is SpliceSpan's error for an object it cannot move.
 var errNoSplice = errors.New("not a verified raw object in the log")
 
 // Spliceable implements Splicer.
-func (b *Badger) Spliceable(h Hash) (int, bool) {
+func (b *Badger) Spliceable(h Hash) (Span, bool) {
 	if b.log == nil {
-		return 0, false
+		return Span{}, false
 	}
 	e, ok := b.locs.get(h)
 	if !ok || !raw(e.loc) {
-		return 0, false
-	}
-	return int(e.loc.Raw), true
-}
-
-// SpliceRange implements Splicer.
-func (b *Badger) SpliceRange(h Hash, off, n int, fd int) error {
-	if b.log == nil {
-		return fmt.Errorf("splice %s: %w", h.Short(), errNoSplice)
-	}
-	e, ok := b.locs.get(h)
-	if !ok || !raw(e.loc) || off < 0 || n < 0 || off+n > int(e.loc.Raw) {
-		return fmt.Errorf("splice %s: %w", h.Short(), errNoSplice)
+		return Span{}, false
 	}
 	f, err := b.log.file(e.loc.Seg)
 	if err != nil {
+		return Span{}, false // the ordinary read reports it
+	}
+	return Span{f: f, pos: e.loc.Off, n: int(e.loc.Raw)}, true
+}
+
+// SpliceRange moves n bytes of object h from off on into the pipe whose
+// write end is fd: Spliceable, then SpliceSpan.
+func (b *Badger) SpliceRange(h Hash, off, n int, fd int) error {
+	s, ok := b.Spliceable(h)
+	if !ok {
+		return fmt.Errorf("splice %s: %w", h.Short(), errNoSplice)
+	}
+	if err := b.SpliceSpan(s, off, n, fd); err != nil {
 		return fmt.Errorf("splice %s: %w", h.Short(), err)
 	}
-	rc, err := f.SyscallConn()
+	return nil
+}
+
+// SpliceSpan implements Splicer.
+func (b *Badger) SpliceSpan(s Span, off, n int, fd int) error {
+	if s.f == nil || off < 0 || n < 0 || off+n > s.n {
+		return errNoSplice
+	}
+	rc, err := s.f.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("splice %s: %w", h.Short(), err)
+		return err
 	}
-	pos := e.loc.Off + int64(off)
+	pos := s.pos + int64(off)
 	var serr error
 	cerr := rc.Control(func(seg uintptr) {
 		for n > 0 {
@@ -108,7 +141,7 @@ func (b *Badger) SpliceRange(h Hash, off, n int, fd int) error {
 		cerr = serr
 	}
 	if cerr != nil {
-		return fmt.Errorf("splice %s from %s at %d: %w", h.Short(), f.Name(), pos, cerr)
+		return fmt.Errorf("splice from %s at %d: %w", s.f.Name(), pos, cerr)
 	}
 	return nil
 }

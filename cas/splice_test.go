@@ -14,6 +14,13 @@ import (
 // what the pipe then holds.
 func spliceOut(t *testing.T, s *Badger, h Hash, off, n int) ([]byte, error) {
 	t.Helper()
+	return pipeOut(t, func(fd int) error { return s.SpliceRange(h, off, n, fd) })
+}
+
+// pipeOut runs fill with the write end of a fresh pipe and returns what
+// the pipe then holds.
+func pipeOut(t *testing.T, fill func(fd int) error) ([]byte, error) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +30,7 @@ func spliceOut(t *testing.T, s *Badger, h Hash, off, n int) ([]byte, error) {
 	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	serr := s.SpliceRange(h, off, n, int(w.Fd()))
+	serr := fill(int(w.Fd()))
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +68,8 @@ func TestSpliceAfterFirstRead(t *testing.T) {
 	if _, err := s.Get(hp); err != nil {
 		t.Fatal(err)
 	}
-	if n, ok := s.Spliceable(h); !ok || n != len(data) {
-		t.Fatalf("after a verified read: Spliceable = %d, %v", n, ok)
+	if sp, ok := s.Spliceable(h); !ok || sp.Len() != len(data) {
+		t.Fatalf("after a verified read: Spliceable = %d, %v", sp.Len(), ok)
 	}
 	if _, ok := s.Spliceable(hp); ok {
 		t.Fatal("a compressed object is spliceable")
@@ -100,6 +107,10 @@ func TestSpliceAcrossCompaction(t *testing.T) {
 		}
 	}
 	old, _ := s.locs.get(all[3])
+	before, ok := s.Spliceable(all[3]) // a reply that resolved it just before the move
+	if !ok {
+		t.Fatal("a verified object is not spliceable")
+	}
 	s.BeginSweep()
 	if _, err := s.Sweep(all[10:], nil); err != nil {
 		t.Fatal(err)
@@ -115,6 +126,9 @@ func TestSpliceAcrossCompaction(t *testing.T) {
 	time.Sleep(2 * retireDelay)
 	if _, ok := s.Spliceable(all[3]); ok {
 		t.Fatal("an object the compactor moved is still spliceable from its old place")
+	}
+	if got, err := pipeOut(t, func(fd int) error { return s.SpliceSpan(before, 0, 4096, fd) }); err == nil {
+		t.Fatalf("splice from a span resolved before the move, its segment retired, succeeded (%d bytes)", len(got))
 	}
 	s.locs.add(all[3], old, s.locs.currentEpoch())
 	if got, err := spliceOut(t, s, all[3], 0, 4096); err == nil {

@@ -87,7 +87,7 @@ func (l *Live) planRead(ino uint64, off uint64, size int, scratch []byte, locked
 	}
 	size = int(min(uint64(size), n.Size-off))
 	vecs := make([][]byte, 0, 2*(size/cas.ChunkSize+2))
-	var reads []chunkRead
+	reads := make([]chunkRead, 0, size/cas.ChunkSize+2)
 	for done := 0; done < size; {
 		pos := off + uint64(done)
 		idx, in := pos/cas.ChunkSize, pos%cas.ChunkSize
@@ -225,7 +225,7 @@ func clip(b []byte, off, n int) []byte {
 type Move struct {
 	Slot int
 	N    int
-	h    cas.Hash
+	sp   cas.Span // where the store found the object (resolved once)
 	off  int
 }
 
@@ -243,15 +243,16 @@ func (l *Live) ReadSplit(ino uint64, off uint64, size int, scratch []byte) (vecs
 	}
 	if sp, ok := l.stage.Store.(cas.Splicer); ok {
 		rest := reads[:0]
+		moves = make([]Move, 0, len(reads))
 		for _, r := range reads {
-			objSize, ok := sp.Spliceable(r.h)
+			span, ok := sp.Spliceable(r.h)
 			if !ok || l.stage.inMemory(r.h) {
 				rest = append(rest, r)
 				continue
 			}
-			m := min(r.want, max(objSize-r.in, 0))
+			m := min(r.want, max(span.Len()-r.in, 0))
 			if m > 0 {
-				moves = append(moves, Move{Slot: r.slot, N: m, h: r.h, off: r.in})
+				moves = append(moves, Move{Slot: r.slot, N: m, sp: span, off: r.in})
 			}
 			if m < r.want {
 				vecs[r.slot+1] = zeros[:r.want-m]
@@ -283,7 +284,7 @@ func (l *Live) Splice(m Move, fd int) error {
 	if !ok {
 		return errors.New("splice: the store cannot")
 	}
-	return sp.SpliceRange(m.h, m.off, m.N, fd)
+	return sp.SpliceSpan(m.sp, m.off, m.N, fd)
 }
 
 // inMemory reports whether h is staged or among the recent chunks (read
