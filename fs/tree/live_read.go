@@ -180,7 +180,7 @@ func (s *staging) readRange(h cas.Hash, off int, dst []byte) ([]byte, error) {
 	r, ok := s.Store.(cas.RangeReader)
 	if ok {
 		s.mu.Lock()
-		if b, held := s.blobs[h]; held && b.data == nil {
+		if b, held := s.blobs[h]; held && b.data == nil && b.logged != nil {
 			s.mu.Unlock()
 			if err := b.logged.Wait(); err != nil { // see staging.get
 				return nil, err

@@ -66,7 +66,7 @@ func (s *staging) GetOnce(h cas.Hash) ([]byte, error) {
 
 func (s *staging) get(h cas.Hash, once bool) ([]byte, error) {
 	s.mu.Lock()
-	if b, ok := s.blobs[h]; ok && b.data == nil {
+	if b, ok := s.blobs[h]; ok && b.data == nil && b.logged != nil {
 		s.mu.Unlock()
 		if err := b.logged.Wait(); err != nil {
 			return nil, err
