@@ -303,23 +303,7 @@ func (j *Journal) Sync() error {
 	}
 	j.mu.Lock()
 	target := j.pos
-	for j.appended < target && j.err == nil {
-		if j.syncFrontLocked() {
-			b, _ := j.takeLocked()
-			j.mu.Unlock()
-			j.syncFront(b)
-			j.mu.Lock()
-			continue
-		}
-		if !j.fronting {
-			// The committer appends it (a batch with a reset record,
-			// a closing journal): wake it, in case the batch was
-			// queued by EnqueueSyncing. While one is appending, its
-			// end (done1, syncFront) wakes the committer.
-			j.work.Signal()
-		}
-		j.progress.Wait()
-	}
+	j.appendThroughLocked(target, false)
 	err := j.err
 	j.mu.Unlock()
 	if err != nil {
@@ -430,12 +414,31 @@ func (p *Pending) WaitLogged() error {
 	j.mu.Lock()
 	// j.appended covers a batch once its frame is in the log; batches
 	// are appended in queue order, and p.b.lastPo is fixed once taken.
-	for j.appended < p.b.lastPo && j.err == nil {
-		if u := j.unindexed; u != nil && j.syncFrontLocked() {
-			// The previous frame's index, which the committer has
-			// not taken yet: the append below would wait for it
-			// (the log's writer lock), so write it here rather than
-			// wait for the committer to be scheduled.
+	j.appendThroughLocked(p.b.lastPo, true)
+	logged := j.appended >= p.b.lastPo
+	j.mu.Unlock()
+	if logged {
+		return nil
+	}
+	// The journal failed, maybe while another goroutine appends this
+	// batch: wait for its end, after which nothing reads its blobs.
+	return p.Wait()
+}
+
+// appendThroughLocked returns, with j.mu held as on entry, once the log
+// holds every batch up to queue position target or the journal failed.
+// A batch the committer has not taken it appends on the caller's
+// goroutine (syncFront) when the committer is idle, and otherwise wakes
+// the committer (a batch with a reset record, a closing journal, a
+// record EnqueueSyncing queued without waking it); while one is
+// appending, its end (done1, syncFront) wakes the committer. With
+// indexPrev, a previous frame's index that the committer has not taken
+// yet is written here first: the append would wait for it on the log's
+// writer lock, and on a busy machine the committer's turn may come a
+// millisecond later (WaitLogged).
+func (j *Journal) appendThroughLocked(target uint64, indexPrev bool) {
+	for j.appended < target && j.err == nil {
+		if u := j.unindexed; indexPrev && u != nil && j.syncFrontLocked() {
 			j.unindexed = nil
 			j.mu.Unlock()
 			j.indexed(u.b, u.index())
@@ -450,18 +453,8 @@ func (p *Pending) WaitLogged() error {
 			continue
 		}
 		if !j.fronting {
-			// The committer appends it (a batch with a reset record,
-			// a closing journal, a quiet record): wake it.
 			j.work.Signal()
 		}
 		j.progress.Wait()
 	}
-	logged := j.appended >= p.b.lastPo
-	j.mu.Unlock()
-	if logged {
-		return nil
-	}
-	// The journal failed, maybe while another goroutine appends this
-	// batch: wait for its end, after which nothing reads its blobs.
-	return p.Wait()
 }
