@@ -94,19 +94,6 @@ func (b *Badger) Spliceable(h Hash) (Span, bool) {
 	return Span{f: f, pos: e.loc.Off, n: int(e.loc.Raw)}, true
 }
 
-// SpliceRange moves n bytes of object h from off on into the pipe whose
-// write end is fd: Spliceable, then SpliceSpan.
-func (b *Badger) SpliceRange(h Hash, off, n int, fd int) error {
-	s, ok := b.Spliceable(h)
-	if !ok {
-		return fmt.Errorf("splice %s: %w", h.Short(), errNoSplice)
-	}
-	if err := b.SpliceSpan(s, off, n, fd); err != nil {
-		return fmt.Errorf("splice %s: %w", h.Short(), err)
-	}
-	return nil
-}
-
 // SpliceSpan implements Splicer.
 func (b *Badger) SpliceSpan(s Span, off, n int, fd int) error {
 	if s.f == nil || off < 0 || n < 0 || off+n > s.n {

@@ -12,9 +12,13 @@ import (
 )
 
 // inSync reports whether the calling goroutine runs inside Journal.Sync.
-func inSync() bool {
+func inSync() bool { return onStack("journal.(*Journal).Sync(") }
+
+// onStack reports whether the calling goroutine's stack holds frame (a
+// function name and its opening parenthesis, as runtime.Stack prints it).
+func onStack(frame string) bool {
 	buf := make([]byte, 16<<10)
-	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "journal.(*Journal).Sync(")
+	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), frame)
 }
 
 // TestSyncAppendsItself: a Sync that finds its batch queued and the

@@ -2,18 +2,13 @@ package journal
 
 import (
 	"errors"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 )
 
 // inWaitLogged reports whether the calling goroutine runs inside
 // Pending.WaitLogged.
-func inWaitLogged() bool {
-	buf := make([]byte, 16<<10)
-	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "journal.(*Pending).WaitLogged(")
-}
+func inWaitLogged() bool { return onStack("journal.(*Pending).WaitLogged(") }
 
 // TestWaitLoggedBeforeIndex: WaitLogged of a quietly queued record
 // appends the batch on its own goroutine (the committer is idle) and

@@ -180,14 +180,14 @@ func (s *staging) readRange(h cas.Hash, off int, dst []byte) ([]byte, error) {
 	r, ok := s.Store.(cas.RangeReader)
 	if ok {
 		s.mu.Lock()
-		if b, held := s.blobs[h]; held && b.data == nil && b.logged != nil {
-			s.mu.Unlock()
-			if err := b.logged.Wait(); err != nil { // see staging.get
-				return nil, err
-			}
-			return r.ReadRange(h, off, dst)
-		}
 		if b, held := s.blobs[h]; held {
+			if b.data == nil && b.logged != nil {
+				s.mu.Unlock()
+				if err := b.logged.Wait(); err != nil { // see staging.get
+					return nil, err
+				}
+				return r.ReadRange(h, off, dst)
+			}
 			if b.lent { // copied under s.mu, as Get does
 				n := copy(dst, clip(b.data, off, len(dst)))
 				s.mu.Unlock()
@@ -277,7 +277,7 @@ func (l *Live) ReadSplit(ino uint64, off uint64, size int, scratch []byte) (vecs
 }
 
 // Splice moves m's bytes into the pipe whose write end is fd (see
-// cas.Splicer.SpliceRange: on an error the reply is to be read again with
+// cas.Splicer.SpliceSpan: on an error the reply is to be read again with
 // ReadVec).
 func (l *Live) Splice(m Move, fd int) error {
 	sp, ok := l.stage.Store.(cas.Splicer)

@@ -66,14 +66,16 @@ func (s *staging) GetOnce(h cas.Hash) ([]byte, error) {
 
 func (s *staging) get(h cas.Hash, once bool) ([]byte, error) {
 	s.mu.Lock()
-	if b, ok := s.blobs[h]; ok && b.data == nil && b.logged != nil {
-		s.mu.Unlock()
-		if err := b.logged.Wait(); err != nil {
-			return nil, err
-		}
-		return s.fromStore(h, once)
-	}
 	if b, ok := s.blobs[h]; ok {
+		if b.data == nil && b.logged != nil {
+			// Lent bytes given back before their index: wait
+			// for it, then read the store.
+			s.mu.Unlock()
+			if err := b.logged.Wait(); err != nil {
+				return nil, err
+			}
+			return s.fromStore(h, once)
+		}
 		data := b.data
 		if b.lent {
 			// Copied under s.mu: giveBack, which the write
