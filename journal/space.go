@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -338,6 +339,10 @@ type mapped struct {
 	est   int64 // where Badger's writing ends, at most (estimated)
 	alloc int64 // [0, alloc) has blocks (we allocated them)
 	since int   // commits since est was measured
+	// known is where Badger's writing ended at the last measurement:
+	// Badger only appends, so [0, known) stays written and a rescan
+	// starts here (remeasure).
+	known int64
 }
 
 // active returns the log Badger writes now for slot i (0 value log, 1 WAL),
@@ -389,23 +394,58 @@ func (m *mapped) measure() error {
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", m.name, err)
 	}
-	m.est, m.since = end, 0
+	m.est, m.known, m.since = end, end, 0
+	return nil
+}
+
+// rescanGuard is how long a run of zeros past the data a rescan needs to
+// see before it takes the data to end there (remeasure): longer than any
+// run of zero bytes inside what Badger appends between two measurements
+// (WAL entries are at most a value threshold of 1 KiB plus a short key,
+// each with a header and a checksum; a zero run in a value-log value
+// longer than this could hide the data after it from the rescan until
+// the full scan before the next allocation).
+const rescanGuard = 128 << 10
+
+// remeasure sets est to where Badger's writing ends, scanning forward from
+// known, where it ended at the last measurement, instead of backward from
+// the allocated end through the slack: it reads what Badger appended since
+// and rescanGuard of zeros after it, not prepSlack. Reaching the allocated
+// end, it finds exactly what measure finds. The fsync-per-write profile
+// spent 0.2 s of 8.6 s in measure's backward scans (one every 64
+// commits, up to 512 KiB each).
+func (m *mapped) remeasure() error {
+	end, err := scanForward(m.f, m.known, m.alloc, rescanGuard)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", m.name, err)
+	}
+	m.est, m.known, m.since = end, end, 0
 	return nil
 }
 
 // ahead makes sure that the n bytes after the end of what Badger has
 // written are allocated, plus prepSlack. The end is estimated from what
-// the committer handed Badger; it is measured again every 64 commits,
-// when check finds a page past the estimate no longer zero (someone else
-// wrote to the store: cas.Put, the generation index) and before
-// allocating.
+// the committer handed Badger (generously: see shares); it is rescanned
+// from the last measurement (remeasure) every 64 commits, when check
+// finds a page past the estimate no longer zero (someone else wrote to
+// the store: cas.Put, the generation index) and when the estimate comes
+// within prepSlack/2 of the allocated end. Only when the rescanned end is
+// that close too does it allocate, after measuring in full (backward from
+// the allocated end, as on open).
 func (m *mapped) ahead(n int64, check bool) error {
+	rescanned := false
 	if m.since >= 64 || check && m.tripped() {
-		if err := m.measure(); err != nil {
+		if err := m.remeasure(); err != nil {
+			return err
+		}
+		rescanned = true
+	}
+	m.since++
+	if m.est+n+prepSlack/2 > m.alloc && !rescanned {
+		if err := m.remeasure(); err != nil {
 			return err
 		}
 	}
-	m.since++
 	if m.est+n+prepSlack/2 > m.alloc {
 		if err := m.measure(); err != nil {
 			return err
@@ -459,6 +499,44 @@ func writtenEnd(f *os.File, alloc int64) (int64, error) {
 		hi = lo
 	}
 	return 0, nil
+}
+
+// scanForward returns the offset just past the data of f that starts
+// below from, scanning forward from there up to alloc: the data ends
+// before the first page-aligned run of guard bytes of zeros, or at the
+// last non-zero byte below alloc (as writtenEnd finds it) if no such run
+// comes first. The bytes before from are taken as written.
+func scanForward(f *os.File, from, alloc, guard int64) (int64, error) {
+	const page = 4 << 10
+	buf := make([]byte, 64<<10)
+	end := from
+	zeros := int64(-1) // where the current run of zero pages starts
+	for off := from &^ (page - 1); off < alloc; {
+		n := min(int64(len(buf)), alloc-off)
+		k, err := f.ReadAt(buf[:n], off)
+		if err != nil && k < int(n) {
+			if !errors.Is(err, io.EOF) {
+				return 0, err
+			}
+			// Past the file's size (allocated with KEEP_SIZE): zeros.
+			clear(buf[k:n])
+		}
+		for p := int64(0); p < n; p += page {
+			pg := buf[p:min(p+page, n)]
+			if i := lastNonZero(pg); i >= 0 {
+				end, zeros = max(end, off+p+int64(i)+1), -1
+				continue
+			}
+			if zeros < 0 {
+				zeros = off + p
+			}
+			if off+p+int64(len(pg))-zeros >= guard {
+				return end, nil
+			}
+		}
+		off += n
+	}
+	return end, nil
 }
 
 func lastNonZero(b []byte) int {

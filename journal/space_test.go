@@ -223,3 +223,93 @@ func BenchmarkAdmit(b *testing.B) {
 		}
 	}
 }
+
+// scanForward finds what writtenEnd finds, reading forward from a point
+// inside the data: up to the allocated end, or up to a run of guard zero
+// bytes; the zero runs inside the data that are shorter than guard do not
+// stop it.
+func TestScanForward(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 300<<10)
+	buf[0], buf[5], buf[40<<10] = 1, 2, 3 // 40 KiB of zeros between
+	buf[200<<10+7] = 4                    // 160 KiB of zeros between
+	if _, err := f.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		from, alloc, guard, want int64
+	}{
+		{0, 300 << 10, 64 << 10, 40<<10 + 1},   // stops at the 160 KiB run
+		{0, 300 << 10, 256 << 10, 200<<10 + 8}, // the run is shorter than guard
+		{3, 1 << 20, 256 << 10, 200<<10 + 8},   // past the size reads as zeros
+		{6, 300 << 10, 64 << 10, 40<<10 + 1},   // from inside the data
+		{6, 300 << 10, 32 << 10, 6},            // the 40 KiB run is a guard long
+		{100 << 10, 300 << 10, 256 << 10, 200<<10 + 8},
+		{200<<10 + 8, 300 << 10, 64 << 10, 200<<10 + 8}, // nothing new
+		{0, 40 << 10, 256 << 10, 6},                     // alloc cuts the scan
+	} {
+		end, err := scanForward(f, c.from, c.alloc, c.guard)
+		if err != nil || end != c.want {
+			t.Errorf("from %d alloc %d guard %d: end %d, %v; want %d", c.from, c.alloc, c.guard, end, err, c.want)
+		}
+		if c.guard >= c.alloc {
+			if we, _ := writtenEnd(f, c.alloc); we != end {
+				t.Errorf("from %d alloc %d: scanForward %d, writtenEnd %d", c.from, c.alloc, end, we)
+			}
+		}
+	}
+}
+
+// The committer's estimate of Badger's written end follows the real one:
+// after many small commits (rescans, not full scans, between allocations)
+// every active log still has prepSlack/2 allocated past what Badger
+// wrote, the estimate is at or past the written end, and the rescans
+// found what a full scan finds.
+func TestAheadFollowsWrites(t *testing.T) {
+	dir := t.TempDir()
+	j := openT(t, dir, Options{})
+	for i := range 600 {
+		data := make([]byte, 3000)
+		if _, err := rand.Read(data); err != nil {
+			t.Fatal(err)
+		}
+		b := cas.Blob{Hash: cas.Sum(data), Data: data}
+		r := &Record{Op: OpData, Time: int64(i + 1), Ino: 2, Size: uint64(len(data)), Chunks: []Chunk{{0, b.Hash}}}
+		if err := j.Enqueue(r, []cas.Blob{b}).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := j.space
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.logs {
+		if m == nil {
+			continue
+		}
+		end, err := writtenEnd(m.f, m.alloc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.known > end {
+			t.Errorf("%s: last rescan found %d, past the written end %d", m.name, m.known, end)
+		}
+		if m.est < end {
+			t.Errorf("%s: estimate %d below the written end %d", m.name, m.est, end)
+		}
+		if m.alloc-end < prepSlack/2 {
+			t.Errorf("%s: %d allocated past the written end %d, want at least %d", m.name, m.alloc-end, end, prepSlack/2)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(m.f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Blocks*512 < m.alloc {
+			t.Errorf("%s: %d bytes have blocks, the estimate says %d", m.name, st.Blocks*512, m.alloc)
+		}
+		t.Logf("%s: written %d, known %d, est %d, alloc %d", m.name, end, m.known, m.est, m.alloc)
+	}
+}
