@@ -385,6 +385,7 @@ type marks struct {
 	last   time.Time // when the last write started
 	timer  bool      // a wake-up at the end of the interval is pending
 	stop   bool
+	wakes  int // times the writer woke (tests)
 	done   chan struct{}
 }
 
@@ -417,7 +418,14 @@ func (k *marks) durable(seq uint64) {
 	k.gens = k.gens[n:]
 	k.want.Durable = max(k.want.Durable, seq)
 	if gen == k.want.Gen {
-		k.cond.Broadcast()
+		// Only the durable seq moved. While a wake-up at the end of the
+		// interval is pending, the writer has nothing to do before it:
+		// leave it asleep. Waking it on every sync was a goroutine
+		// hand-off per fsync (futex wake, a thread to run it, its wait)
+		// on fio's write+fsync, for a write once per manifestInterval.
+		if !k.timer {
+			k.cond.Broadcast()
+		}
 		return
 	}
 	k.want.Gen = gen
@@ -435,6 +443,7 @@ func (k *marks) loop() {
 	for {
 		for (k.want == k.have || k.want == k.failed) && !k.stop {
 			k.cond.Wait()
+			k.wakes++
 		}
 		if k.want == k.have || k.want == k.failed {
 			return // stopping, nothing (more) to write
@@ -452,6 +461,7 @@ func (k *marks) loop() {
 				})
 			}
 			k.cond.Wait()
+			k.wakes++
 			continue
 		}
 		w := k.want

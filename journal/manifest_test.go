@@ -5,8 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/reynfs/reynfs/cas"
 )
@@ -255,5 +259,54 @@ func TestResetCount(t *testing.T) {
 	check("one more")
 	if n, _ := j.ResetCount(); n != 52 {
 		t.Fatalf("ResetCount %d, want 52", n)
+	}
+}
+
+// A sync that moves only the durable seq leaves the marks writer asleep
+// while its wake-up at the end of the interval is pending: a write+fsync
+// loop does not wake it once per fsync. The last seq is still written.
+func TestMarksDurableLeavesWriterAsleep(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.manifest")
+	m := Manifest{Format: 1, ID: "abc"}
+	if err := writeManifest(path, &m); err != nil {
+		t.Fatal(err)
+	}
+	k := newMarks(path, m, zerolog.Nop())
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for range 10000 {
+			k.mu.Lock()
+			done := ok()
+			k.mu.Unlock()
+			if done {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("marks writer: never %s", what)
+	}
+	k.durable(1) // written at once: no write yet in this interval
+	waitFor("wrote seq 1", func() bool { return k.have.Durable == 1 })
+	k.durable(2) // within the interval: the writer arms its timer
+	waitFor("armed its timer", func() bool { return k.timer })
+	k.mu.Lock()
+	before := k.wakes
+	k.mu.Unlock()
+	for i := uint64(3); i <= 200; i++ {
+		k.durable(i)
+		for range 10 {
+			runtime.Gosched() // let a woken writer run
+		}
+	}
+	k.mu.Lock()
+	woke := k.wakes - before
+	k.mu.Unlock()
+	if woke > 2 { // the timer may fire meanwhile on a slow machine
+		t.Errorf("198 syncs within the interval woke the marks writer %d times; want at most the timer's", woke)
+	}
+	waitFor("wrote seq 200", func() bool { return k.have.Durable == 200 })
+	k.close()
+	if got, err := readManifest(path); err != nil || got.Durable != 200 {
+		t.Fatalf("manifest after close: %+v, %v; want durable 200", got, err)
 	}
 }

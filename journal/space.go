@@ -343,6 +343,7 @@ type mapped struct {
 	// Badger only appends, so [0, known) stays written and a rescan
 	// starts here (remeasure).
 	known int64
+	guard int64 // walGuard or vlogGuard: see remeasure
 }
 
 // active returns the log Badger writes now for slot i (0 value log, 1 WAL),
@@ -374,7 +375,10 @@ func (s *space) active(i int, ext, format string) (*mapped, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare %s: %w", name, err)
 	}
-	m = &mapped{name: name, id: id, f: f}
+	m = &mapped{name: name, id: id, f: f, guard: vlogGuard}
+	if ext == ".mem" {
+		m.guard = walGuard
+	}
 	if err := m.measure(); err != nil {
 		_ = f.Close()
 		return nil, err
@@ -398,24 +402,29 @@ func (m *mapped) measure() error {
 	return nil
 }
 
-// rescanGuard is how long a run of zeros past the data a rescan needs to
-// see before it takes the data to end there (remeasure): longer than any
-// run of zero bytes inside what Badger appends between two measurements
-// (WAL entries are at most a value threshold of 1 KiB plus a short key,
-// each with a header and a checksum; a zero run in a value-log value
-// longer than this could hide the data after it from the rescan until
-// the full scan before the next allocation).
-const rescanGuard = 128 << 10
+// A rescan (remeasure) takes Badger's data to end before the first
+// page-aligned run of zeros at least guard long. guard must be longer than
+// any run of zero bytes inside what Badger appends between two
+// measurements, or the rescan misses the data after it until the full
+// measurement before the next allocation. In the WAL no value reaches the
+// value threshold (1 KiB; larger ones go to the value log) and keys are
+// short and NUL-free (hashes, seqs, paths), each entry with a header and a
+// checksum, so walGuard is far more than a zero run there can be; a value
+// in the value log may be anything, so vlogGuard is a quarter of the slack.
+const (
+	walGuard  = 16 << 10
+	vlogGuard = prepSlack / 4
+)
 
 // remeasure sets est to where Badger's writing ends, scanning forward from
 // known, where it ended at the last measurement, instead of backward from
 // the allocated end through the slack: it reads what Badger appended since
-// and rescanGuard of zeros after it, not prepSlack. Reaching the allocated
-// end, it finds exactly what measure finds. The fsync-per-write profile
-// spent 0.2 s of 8.6 s in measure's backward scans (one every 64
-// commits, up to 512 KiB each).
+// and guard bytes of zeros after it, not up to prepSlack. Reaching the
+// allocated end, it finds exactly what measure finds. The fsync-per-write
+// profile of main spent 0.2 s of 8.6 s in measure's backward scans (one
+// every 64 commits or so, 256-512 KiB each).
 func (m *mapped) remeasure() error {
-	end, err := scanForward(m.f, m.known, m.alloc, rescanGuard)
+	end, err := scanForward(m.f, m.known, m.alloc, m.guard)
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", m.name, err)
 	}
@@ -434,7 +443,11 @@ func (m *mapped) remeasure() error {
 // the allocated end, as on open).
 func (m *mapped) ahead(n int64, check bool) error {
 	rescanned := false
-	if m.since >= 64 || check && m.tripped() {
+	// Every 64 commits it rescans a log the committer handed something
+	// since the last measurement; a log it handed nothing (the value log,
+	// when every value is small) only when check finds the page past the
+	// end written.
+	if m.since >= 64 && m.est > m.known || check && m.tripped() {
 		if err := m.remeasure(); err != nil {
 			return err
 		}
