@@ -113,7 +113,9 @@
 // Badger writes its value log and WAL through mappings of sparse files, so
 // a store into a page without a block on a full disk is SIGBUS. The
 // committer fallocates what each batch can reach in them before Badger
-// sees it (the index entries). The log itself is written with pwrite and
+// sees it (the index entries), from where Badger's writing ends: rescanned
+// forward from the last measurement, measured in full (backward from the
+// allocated end) before each allocation. The log itself is written with pwrite and
 // needs no preallocation: a full disk is a clean ENOSPC there, and the
 // frame is cut back. The frame's bytes count in the committer's
 // free-space check and, as queued bytes, in Admit, which refuses ordinary
@@ -172,7 +174,9 @@
 //     torn slot fails its checksum and the other still holds the previous
 //     marks; read with O_NOFOLLOW): at once, and before Sync returns, when
 //     a generation became durable; at most every 100 ms when only the
-//     durable seq moved, so FUSE fsyncs do not pay for its fsyncs. It only
+//     durable seq moved, so FUSE fsyncs do not pay for its fsyncs (nor
+//     for waking it: a sync wakes it only when its timer is not already
+//     pending). It only
 //     ever claims what a completed log fdatasync made durable, so a power
 //     cut never makes it lie; it may lag by that interval, and a loss of
 //     only the last such interval of synced records is not detected.
