@@ -344,6 +344,7 @@ type mapped struct {
 	// starts here (remeasure).
 	known int64
 	guard int64 // walGuard or vlogGuard: see remeasure
+	full  int   // commits since the last full measurement
 }
 
 // active returns the log Badger writes now for slot i (0 value log, 1 WAL),
@@ -398,9 +399,14 @@ func (m *mapped) measure() error {
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", m.name, err)
 	}
-	m.est, m.known, m.since = end, end, 0
+	m.est, m.known, m.since, m.full = end, end, 0, 0
 	return nil
 }
+
+// fullEvery bounds the commits between two full measurements of a log
+// (measure): the rescans between them cannot see data past a zero run
+// longer than their guard, a full measurement can.
+const fullEvery = 1024
 
 // A rescan (remeasure) takes Badger's data to end before the first
 // page-aligned run of zeros at least guard long. guard must be longer than
@@ -434,26 +440,28 @@ func (m *mapped) remeasure() error {
 
 // ahead makes sure that the n bytes after the end of what Badger has
 // written are allocated, plus prepSlack. The end is estimated from what
-// the committer handed Badger (generously: see shares); it is rescanned
-// from the last measurement (remeasure) every 64 commits, when check
-// finds a page past the estimate no longer zero (someone else wrote to
-// the store: cas.Put, the generation index) and when the estimate comes
-// within prepSlack/2 of the allocated end. Only when the rescanned end is
-// that close too does it allocate, after measuring in full (backward from
-// the allocated end, as on open).
+// the committer handed Badger (generously: see shares); it is measured
+// again every 64 commits, when check finds a page past the estimate no
+// longer zero (someone else wrote to the store: cas.Put, the generation
+// index) and when the estimate comes within prepSlack/2 of the allocated
+// end: by a forward rescan from the last measurement (remeasure), or in
+// full (backward from the allocated end, as on open) every fullEvery
+// commits. Only when the measured end is within prepSlack/2 of the
+// allocated end too does it allocate, after measuring in full.
 func (m *mapped) ahead(n int64, check bool) error {
 	rescanned := false
-	// Every 64 commits it rescans a log the committer handed something
-	// since the last measurement; a log it handed nothing (the value log,
-	// when every value is small) only when check finds the page past the
-	// end written.
-	if m.since >= 64 && m.est > m.known || check && m.tripped() {
-		if err := m.remeasure(); err != nil {
+	if m.since >= 64 || check && m.tripped() {
+		measure := m.remeasure
+		if m.full >= fullEvery {
+			measure = m.measure
+		}
+		if err := measure(); err != nil {
 			return err
 		}
 		rescanned = true
 	}
 	m.since++
+	m.full++
 	if m.est+n+prepSlack/2 > m.alloc && !rescanned {
 		if err := m.remeasure(); err != nil {
 			return err
