@@ -115,7 +115,7 @@
 // committer fallocates what each batch can reach in them before Badger
 // sees it (the index entries), from where Badger's writing ends: rescanned
 // forward from the last measurement, measured in full (backward from the
-// allocated end) before each allocation. The log itself is written with pwrite and
+// allocated end) before each allocation and at least every 1024 commits. The log itself is written with pwrite and
 // needs no preallocation: a full disk is a clean ENOSPC there, and the
 // frame is cut back. The frame's bytes count in the committer's
 // free-space check and, as queued bytes, in Admit, which refuses ordinary
