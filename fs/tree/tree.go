@@ -23,7 +23,10 @@ type Tree struct {
 	sums map[*Node]map[uint64]ChunkSum
 	// bases: the stored chunk each read-modify-written pending chunk
 	// was made from, by node and chunk index (slotnotes.go, setBase).
-	bases map[*Node]map[uint64]cas.Blob
+	bases map[*Node]map[uint64]baseNote
+	// recycle, when set (the live tree's staging), takes back a pooled
+	// base buffer (baseNote.pooled) whose note the tree drops.
+	recycle func(...[]byte)
 	// cuts: the stored chunk a truncation cut from each slot, by node
 	// and chunk index, until the node's next data flush names it as the
 	// new chunk's Base (slotnotes.go, noteCut): a file rewritten whole
