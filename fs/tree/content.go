@@ -518,6 +518,9 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		idxOf = append(idxOf, idx)
 	}
 	bases := t.bases[n]
+	if len(bases) > 0 && t.chunkSums == nil {
+		t.chunkSums = cas.NewChunkSums(maxChunkSums)
+	}
 	grows := make([]*growNote, len(todo)) // new grow notes, by todo index
 	parallel(len(todo), len(todo)*cas.ChunkSize, func(i int) {
 		if base, based := bases[idxOf[i]]; based && !allZero(todo[i]) {
