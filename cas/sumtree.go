@@ -30,6 +30,9 @@ import (
 //go:linkname blake3HashF github.com/zeebo/blake3/internal/alg.HashF
 func blake3HashF(input *[8192]byte, length, counter uint64, flags uint32, key *[8]uint32, out *[64]uint32, chain *[8]uint32)
 
+//go:linkname blake3HashP github.com/zeebo/blake3/internal/alg.HashP
+func blake3HashP(left, right *[64]uint32, flags uint32, key *[8]uint32, out *[64]uint32, n int)
+
 //go:linkname blake3Compress github.com/zeebo/blake3/internal/alg.Compress
 func blake3Compress(chain *[8]uint32, block *[16]uint32, counter uint64, blen uint32, flags uint32, out *[16]uint32)
 
@@ -56,37 +59,57 @@ func parent(l, r *[8]uint32, flags uint32) [8]uint32 {
 	return [8]uint32(out[:8])
 }
 
-// unitCV returns the CV of the 8 KiB subtree u of a chunk (p its bytes).
-func unitCV(p []byte, u int) [8]uint32 {
-	var out [64]uint32 // CVs of the 8 leaves, word w of leaf i at [8w+i]
+// parents returns the CVs of the parents of cvs' pairs (len(cvs) even),
+// eight at a time (HashP: AVX2).
+func parents(cvs [][8]uint32) [][8]uint32 {
+	out := make([][8]uint32, len(cvs)/2)
+	for b := 0; b < len(out); b += 8 {
+		k := min(8, len(out)-b)
+		var l, r, o [64]uint32 // word w of CV i at [8w+i]
+		for i := range k {
+			for w := range 8 {
+				l[8*w+i] = cvs[2*(b+i)][w]
+				r[8*w+i] = cvs[2*(b+i)+1][w]
+			}
+		}
+		blake3HashP(&l, &r, flagParent, &blake3IV, &o, k)
+		for i := range k {
+			for w := range 8 {
+				out[b+i][w] = o[8*w+i]
+			}
+		}
+	}
+	return out
+}
+
+// leaves appends the CVs of the 8 leaves of the 8 KiB subtree u of a
+// chunk (p its bytes) to cvs.
+func leaves(cvs [][8]uint32, p []byte, u int) [][8]uint32 {
+	var out [64]uint32 // word w of leaf i at [8w+i]
 	var chain [8]uint32
 	blake3HashF((*[unitBytes]byte)(p), unitBytes, uint64(u*unitBytes/1024), 0, &blake3IV, &out, &chain)
-	var leaf [8][8]uint32
 	for i := range 8 {
+		var cv [8]uint32
 		for w := range 8 {
-			leaf[i][w] = out[8*w+i]
+			cv[w] = out[8*w+i]
 		}
+		cvs = append(cvs, cv)
 	}
-	for n := 8; n > 1; n /= 2 {
-		for i := 0; i < n/2; i++ {
-			leaf[i] = parent(&leaf[2*i], &leaf[2*i+1], 0)
-		}
-	}
-	return leaf[0]
+	return cvs
+}
+
+// unitCV returns the CV of the 8 KiB subtree u of a chunk (p its bytes).
+func unitCV(p []byte, u int) [8]uint32 {
+	return parents(parents(parents(leaves(make([][8]uint32, 0, 8), p, u))))[0]
 }
 
 // root returns the hash of a chunk from its units' CVs.
 func (c *ChunkCVs) root() Hash {
-	var lv [chunkUnits][8]uint32 = *c
-	for n := chunkUnits; n > 2; n /= 2 {
-		for i := 0; i < n/2; i++ {
-			lv[i] = parent(&lv[2*i], &lv[2*i+1], 0)
-		}
-	}
-	top := parent(&lv[0], &lv[1], flagRoot)
+	top := parents(parents(c[:]))
+	cv := parent(&top[0], &top[1], flagRoot)
 	var h Hash
 	for w := range 8 {
-		binary.LittleEndian.PutUint32(h[4*w:], top[w])
+		binary.LittleEndian.PutUint32(h[4*w:], cv[w])
 	}
 	return h
 }
@@ -155,13 +178,23 @@ func (s *ChunkSums) SumChunk(data []byte, base Hash, baseData []byte) Hash {
 		old = s.get(base)
 	}
 	c := new(ChunkCVs)
-	for u := range chunkUnits {
-		p := data[u*unitBytes : (u+1)*unitBytes]
-		if old != nil && bytes.Equal(p, baseData[u*unitBytes:(u+1)*unitBytes]) {
-			c[u] = old[u]
-			continue
+	if old == nil {
+		// Every unit: all 64 leaves, then their parents eight at a
+		// time.
+		all := make([][8]uint32, 0, ChunkSize/1024)
+		for u := range chunkUnits {
+			all = leaves(all, data[u*unitBytes:(u+1)*unitBytes], u)
 		}
-		c[u] = unitCV(p, u)
+		copy(c[:], parents(parents(parents(all))))
+	} else {
+		for u := range chunkUnits {
+			p := data[u*unitBytes : (u+1)*unitBytes]
+			if bytes.Equal(p, baseData[u*unitBytes:(u+1)*unitBytes]) {
+				c[u] = old[u]
+			} else {
+				c[u] = unitCV(p, u)
+			}
+		}
 	}
 	h := c.root()
 	var replaced Hash
