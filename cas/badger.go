@@ -106,6 +106,20 @@ func (b *Badger) GetOnce(h Hash) ([]byte, error) {
 	return data, nil
 }
 
+var _ IntoGetter = (*Badger)(nil)
+
+// GetOnceInto implements IntoGetter: GetOnce that reads the object, or the
+// whole bottom of its delta chain, into dst when it fits (an uncompressed
+// chunk: a random writer's read-modify-write). into reports whether the
+// result aliases dst; when it does not, dst may have served as scratch
+// and holds nothing of use.
+func (b *Badger) GetOnceInto(h Hash, dst []byte) (data []byte, into bool, err error) {
+	if data, ok := b.cache.get(h); ok {
+		return data, false, nil
+	}
+	return b.getVia(h, dst, true)
+}
+
 // Has reports whether the object is stored: from the cache, else by a Badger
 // key lookup that does not read the value.
 func (b *Badger) Has(h Hash) (bool, error) {

@@ -154,17 +154,21 @@ func (b *Badger) baseLoc(h Hash) (loc Loc, found, inLog bool, err error) {
 // delete, after which the old bytes still read until their segment is
 // retired, and then not at all: a read error there walks the chain again
 // from the index alone.
-func (b *Badger) undelta(loc Loc) ([]byte, error) {
-	out, err := b.undeltaVia(loc, true)
+//
+// The chain's whole bottom, when stored uncompressed, is read into into
+// if it fits (nil: a buffer of the read's own); the result then aliases
+// it when every link edits in place (a file chunk's chain: GetOnceInto).
+func (b *Badger) undelta(loc Loc, into []byte) ([]byte, error) {
+	out, err := b.undeltaVia(loc, true, into)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
-		out, err = b.undeltaVia(loc, false)
+		out, err = b.undeltaVia(loc, false, into)
 	}
 	return out, err
 }
 
 // undeltaVia is undelta, taking the links' locations from the remembered
 // ones first when remembered is set.
-func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
+func (b *Badger) undeltaVia(loc Loc, remembered bool, into []byte) ([]byte, error) {
 	chain := []Loc{loc}
 	var base []byte
 	owned := true // base is a buffer of this read's own, not the cache's
@@ -201,7 +205,7 @@ func (b *Badger) undeltaVia(loc Loc, remembered bool) ([]byte, error) {
 		}
 		if bl.Comp != compDelta {
 			var err error
-			if base, err = b.readWhole(cur.Base, bl); err != nil {
+			if base, err = b.readWhole(cur.Base, bl, into); err != nil {
 				return nil, err
 			}
 			break

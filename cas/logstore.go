@@ -415,18 +415,34 @@ func (b *Badger) CloseLog() error {
 // getLogged reads the object at loc: decompressed, or rebuilt from its
 // delta chain. Get checks its hash.
 func (b *Badger) getLogged(h Hash, loc Loc) ([]byte, error) {
-	if loc.Comp == compDelta {
-		return b.undelta(loc)
-	}
-	return b.readWhole(h, loc)
+	return b.getLoggedInto(h, loc, nil)
 }
 
-// readWhole reads and decompresses the object stored whole at loc.
-func (b *Badger) readWhole(h Hash, loc Loc) ([]byte, error) {
+// getLoggedInto is getLogged that reads an uncompressed object stored
+// whole, or the whole bottom of a delta chain, into dst when it fits
+// (readWhole); the result may then alias dst.
+func (b *Badger) getLoggedInto(h Hash, loc Loc, dst []byte) ([]byte, error) {
+	if loc.Comp == compDelta {
+		return b.undelta(loc, dst)
+	}
+	return b.readWhole(h, loc, dst)
+}
+
+// readWhole reads and decompresses the object stored whole at loc; an
+// uncompressed one goes into dst when it fits (fitsInto), else into a
+// buffer of its own.
+func (b *Badger) readWhole(h Hash, loc Loc, dst []byte) ([]byte, error) {
 	if loc.Comp == compPack {
 		return b.readPacked(h, loc)
 	}
-	raw, err := b.log.readAt(loc.Seg, loc.Off, int(loc.Stored))
+	var raw []byte
+	var err error
+	if fitsInto(loc, dst) {
+		raw = dst[:loc.Raw]
+		err = b.log.readAtInto(loc.Seg, loc.Off, raw)
+	} else {
+		raw, err = b.log.readAt(loc.Seg, loc.Off, int(loc.Stored))
+	}
 	if err != nil {
 		return nil, err
 	}

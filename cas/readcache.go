@@ -118,11 +118,21 @@ func fitsInto(loc Loc, dst []byte) bool { return raw(loc) && int(loc.Raw) <= len
 // check, after which the location is remembered. into reports that the
 // object was read into dst (see fitsInto) and the result aliases it.
 func (b *Badger) get(h Hash, dst []byte) (data []byte, into bool, err error) {
+	return b.getVia(h, dst, false)
+}
+
+// getVia is get; with chains set, dst also takes a delta chain's whole
+// bottom (undelta), and into reports whether the result aliases dst
+// however it was read (GetOnceInto).
+func (b *Badger) getVia(h Hash, dst []byte, chains bool) (data []byte, into bool, err error) {
 	if b.log != nil {
 		if e, ok := b.locs.get(h); ok {
 			into = fitsInto(e.loc, dst)
-			data, err = b.readLoc(h, e.loc, dst)
+			data, err = b.readLoc(h, e.loc, dst, chains)
 			if err == nil && e.check(data, 0) {
+				if chains {
+					into = aliases(data, dst)
+				}
 				return data, into, nil
 			}
 			// Moved, retired or damaged since: look it up again, and
@@ -139,7 +149,7 @@ func (b *Badger) get(h Hash, dst []byte) (data []byte, into bool, err error) {
 	}
 	into = false
 	if err == nil && inLog {
-		data, err = b.readLoc(h, loc, dst)
+		data, err = b.readLoc(h, loc, dst, chains)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			// The compactor may have moved the object (or a base on its
 			// delta chain) and retired its segment between the lookup
@@ -147,7 +157,7 @@ func (b *Badger) get(h Hash, dst []byte) (data []byte, into bool, err error) {
 			var again Loc
 			if _, again, found, inLog, _ = b.lookup(h, true); found && inLog && (again != loc || again.Comp == compDelta) {
 				loc = again
-				data, err = b.readLoc(h, loc, dst)
+				data, err = b.readLoc(h, loc, dst, chains)
 			}
 		}
 		into = fitsInto(loc, dst)
@@ -161,12 +171,24 @@ func (b *Badger) get(h Hash, dst []byte) (data []byte, into bool, err error) {
 	if inLog {
 		b.locs.add(h, locEntry{loc: loc, crcs: pageCRCs(data)}, epoch)
 	}
+	if chains {
+		into = aliases(data, dst)
+	}
 	return data, into, nil
 }
 
-// readLoc reads the object at loc, into dst when it fits (fitsInto).
-func (b *Badger) readLoc(h Hash, loc Loc, dst []byte) ([]byte, error) {
+// aliases reports whether data starts where dst does.
+func aliases(data, dst []byte) bool {
+	return len(data) > 0 && cap(dst) > 0 && &data[0] == &dst[:1][0]
+}
+
+// readLoc reads the object at loc, into dst when it fits (fitsInto); with
+// chains set, a delta chain's whole bottom goes into dst too.
+func (b *Badger) readLoc(h Hash, loc Loc, dst []byte, chains bool) ([]byte, error) {
 	if !fitsInto(loc, dst) {
+		if chains {
+			return b.getLoggedInto(h, loc, dst)
+		}
 		return b.getLogged(h, loc)
 	}
 	data := dst[:loc.Raw]

@@ -78,6 +78,18 @@ type OnceGetter interface {
 	GetOnce(h Hash) ([]byte, error)
 }
 
+// IntoGetter is a OnceGetter that can read into a buffer of the caller's:
+// GetOnceInto is GetOnce that returns, with into set, bytes that alias
+// dst (a prefix of it), which the caller owns and may modify and reuse;
+// without it, bytes as GetOnce returns them (possibly shared with the
+// store's cache: do not modify them). A read-modify-write that reads
+// chunk after chunk then needs no fresh 64 KiB buffer for each
+// (fs/tree's staging keeps a pool of them).
+type IntoGetter interface {
+	OnceGetter
+	GetOnceInto(h Hash, dst []byte) (data []byte, into bool, err error)
+}
+
 // BatchPutter is a Store that writes many objects for less than one Put
 // each (one commit for the batch instead of one per object). Import, which
 // stores thousands of small files, uses it when the store has it.

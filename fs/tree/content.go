@@ -79,7 +79,7 @@ func (t *Tree) chunk(n *Node, idx uint64) ([]byte, error) {
 // bytes, at least length long. A pending buffer's bytes between its length
 // and its capacity are always zero.
 func (t *Tree) pendingChunk(n *Node, idx, length uint64) ([]byte, error) {
-	return t.pendingChunkFrom(n, idx, length, nil)
+	return t.pendingChunkFrom(n, idx, length, nil, nil)
 }
 
 // Prefetched holds stored chunks read before the caller took its lock,
@@ -88,13 +88,17 @@ func (t *Tree) pendingChunk(n *Node, idx, length uint64) ([]byte, error) {
 type Prefetched map[uint64]cas.Blob
 
 // pendingChunkFrom is pendingChunk that takes the current bytes from pre
-// when they are there.
-func (t *Tree) pendingChunkFrom(n *Node, idx, length uint64, pre Prefetched) ([]byte, error) {
+// when they are there. A chunk of pre in a pooled buffer (pooled, see
+// Prepared) that becomes the slot's base goes to its note with the
+// buffer: it is then deleted from pooled, which keeps those the caller
+// must give back.
+func (t *Tree) pendingChunkFrom(n *Node, idx, length uint64, pre Prefetched, pooled map[uint64]bool) ([]byte, error) {
 	b, ok := n.pending[idx]
 	if !ok {
 		var cur []byte
+		fromPool := false
 		if p, hit := pre[idx]; hit && idx < uint64(len(n.chunks)) && n.chunks[idx] == p.Hash {
-			cur = p.Data
+			cur, fromPool = p.Data, pooled[idx]
 		} else {
 			var err error
 			if cur, err = t.chunk(n, idx); err != nil {
@@ -102,7 +106,10 @@ func (t *Tree) pendingChunkFrom(n *Node, idx, length uint64, pre Prefetched) ([]
 			}
 		}
 		if len(cur) > 0 {
-			t.setBase(n, idx, cas.Blob{Hash: n.chunks[idx], Data: cur})
+			t.setBase(n, idx, cas.Blob{Hash: n.chunks[idx], Data: cur}, fromPool)
+			if fromPool {
+				delete(pooled, idx)
+			}
 		}
 		if uint64(len(cur)) >= length {
 			// A copy of the stored chunk, not make and copy: the
@@ -153,6 +160,11 @@ type Prepared struct {
 	// copies (see Live.WriteAt): the write must not return while
 	// anything but its own flush's commit holds them.
 	Lent bool
+	// pooled marks the chunks of Old read into buffers of the
+	// staging's pool (staging.GetOnceInto). The one a slot takes as its
+	// base goes to the base's note (pendingChunkFrom deletes it here);
+	// the write gives back those left (Live.recycleUnused).
+	pooled map[uint64]bool
 }
 
 // ChunkSum is what a flush needs to know of a whole chunk buffer: its
@@ -268,10 +280,11 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepar
 		return ErrFileTooBig
 	}
 	var old Prefetched
+	var pooled map[uint64]bool
 	var bufs [][]byte
 	var sums []ChunkSum
 	if pre != nil {
-		old = pre.Old
+		old, pooled = pre.Old, pre.pooled
 		if pre.At == off && len(pre.Bufs) == len(pre.Sums) {
 			bufs, sums = pre.Bufs, pre.Sums
 		}
@@ -308,7 +321,7 @@ func (t *Tree) WriteAtFrom(n *Node, p []byte, off uint64, now int64, pre *Prepar
 			done += int(want)
 			continue
 		}
-		b, err := t.pendingChunkFrom(n, idx, in+want, old)
+		b, err := t.pendingChunkFrom(n, idx, in+want, old, pooled)
 		if err != nil {
 			return err
 		}
@@ -505,6 +518,9 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		idxOf = append(idxOf, idx)
 	}
 	bases := t.bases[n]
+	if len(bases) > 0 && t.chunkSums == nil {
+		t.chunkSums = cas.NewChunkSums(maxChunkSums)
+	}
 	grows := make([]*growNote, len(todo)) // new grow notes, by todo index
 	parallel(len(todo), len(todo)*cas.ChunkSize, func(i int) {
 		if base, based := bases[idxOf[i]]; based && !allZero(todo[i]) {
@@ -512,7 +528,7 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 			// its compressibility only if that fails. An append to
 			// the last chunk hashes the appended bytes only.
 			keep := idxOf[i] == count-1 && len(todo[i]) < cas.ChunkSize
-			h, g := t.grownSum(n, idxOf[i], todo[i], base, keep)
+			h, g := t.grownSum(n, idxOf[i], todo[i], base.Blob, keep)
 			sums[at[i]] = ChunkSum{Hash: h}
 			if g != nil {
 				grows[i] = g
@@ -545,6 +561,8 @@ func (t *Tree) Flush(n *Node, kind uint8) (*journal.Record, []cas.Blob) {
 		}
 		bl := cas.Blob{Hash: sum.Hash, Data: b, Raw: sum.Raw}
 		if base, ok := bases[idx]; ok {
+			// The note's bytes, pooled or not, stay the tree's
+			// until the commit is done (Live.flush).
 			bl.Base, bl.BaseData, bl.Pages = base.Hash, base.Data, base.Pages
 		} else if cut, ok := cuts[idx]; ok && len(b) <= maxLineageChunk {
 			bl.Base, bl.Chunk = cut, true

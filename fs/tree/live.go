@@ -177,6 +177,7 @@ func (l *Live) Swap(t *Tree) {
 func (l *Live) adopt(t *Tree) {
 	l.t = t
 	t.store = l.stage
+	t.recycle = l.stage.recycle
 	t.OnDrop = l.onDrop
 }
 
@@ -188,7 +189,7 @@ func (l *Live) onDrop(n *Node) {
 		return
 	}
 	if n.pending != nil {
-		l.dropPending(n)
+		l.dropPending(n, nil)
 	}
 }
 
@@ -247,21 +248,28 @@ func (l *Live) commit(c Caller, r *journal.Record, blobs []cas.Blob) error {
 // commitAs is commit for a request by c of a record made by who: a flush
 // journals data another caller wrote.
 func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) error {
+	_, err := l.commitP(c, who, r, blobs)
+	return err
+}
+
+// commitP is commitAs that returns the commit's Pending (nil with an
+// error).
+func (l *Live) commitP(c, who Caller, r *journal.Record, blobs []cas.Blob) (*journal.Pending, error) {
 	if l.failed != nil {
-		return l.failed
+		return nil, l.failed
 	}
 	if err := l.refuseCancelled(c); err != nil {
-		return err
+		return nil, err
 	}
 	if r.Time == 0 {
 		r.Time = l.now()
 	}
 	r.Pid, r.Comm, r.Run, r.Agent = who.Pid, who.Comm, who.Run, who.Agent
 	if err := r.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := l.dirRoom(r); err != nil {
-		return err
+		return nil, err
 	}
 	if !l.privileged {
 		n := r.EncodedLen()
@@ -269,11 +277,11 @@ func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) erro
 			n += len(b.Data)
 		}
 		if err := l.j.Admit(n, admitClass(r, blobs)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := l.t.Apply(r); err != nil {
-		return err
+		return nil, err
 	}
 	var p *journal.Pending
 	if l.syncing || l.lending {
@@ -286,15 +294,15 @@ func (l *Live) commitAs(c, who Caller, r *journal.Record, blobs []cas.Blob) erro
 	if err := p.Refused(); err != nil {
 		// Applied but not journaled: the tree is ahead of the journal.
 		l.failed = fmt.Errorf("%w: %v", ErrFailed, err)
-		return l.failed
+		return nil, l.failed
 	}
 	if l.lending {
 		l.stage.lend(blobs)
 		l.lent = append(l.lent, lentCommit{p: p, blobs: blobs})
-		return nil
+		return p, nil
 	}
 	l.stage.hold(blobs, p)
-	return nil
+	return p, nil
 }
 
 // lentCommit is a commit whose blobs' bytes a write lent (see WriteAt).
@@ -550,7 +558,7 @@ func (l *Live) reap(ino uint64) {
 		return
 	}
 	delete(l.orphans, ino)
-	l.dropPending(n)
+	l.dropPending(n, nil)
 }
 
 // NextInoLocked is NextIno for a caller that holds the lock.

@@ -85,7 +85,11 @@ func (l *Live) writeAt(c Caller, ino uint64, e Epoch, p []byte, off uint64, appe
 	// Lent bytes the write used (Prepared.At) must be flushed before it
 	// returns, and must not stay pending if it fails.
 	lent := pre != nil && pre.Lent && pre.At == off && len(pre.Bufs) > 0
-	if err := l.t.WriteAtFrom(n, p, off, l.now(), pre); err != nil {
+	err = l.t.WriteAtFrom(n, p, off, l.now(), pre)
+	if pre != nil {
+		l.recycleUnused(pre)
+	}
+	if err != nil {
 		if lent {
 			l.t.ownLent(n, pre.Bufs)
 		}
@@ -143,16 +147,35 @@ func (l *Live) prepare(ino uint64, e Epoch, p []byte, off uint64, appending bool
 	// them: it brings FileFlushBytes or more to the file's count.
 	lend := l.written[n.Ino]+len(p) >= FileFlushBytes && wholeBytes(len(p), off) >= LendBytes
 	l.mu.RUnlock()
+	var pooled map[uint64]bool
 	for idx, b := range old {
-		data, err := l.stage.GetOnce(b.Hash)
+		data, fromPool, err := l.stage.GetOnceInto(b.Hash)
 		if err != nil {
 			delete(old, idx)
 			continue
 		}
 		old[idx] = cas.Blob{Hash: b.Hash, Data: data}
+		if fromPool {
+			if pooled == nil {
+				pooled = map[uint64]bool{}
+			}
+			pooled[idx] = true
+		}
 	}
 	bufs, sums := wholeChunks(p, off, lend)
-	return &Prepared{Old: old, At: off, Bufs: bufs, Sums: sums, Lent: lend && len(bufs) > 0}
+	return &Prepared{Old: old, At: off, Bufs: bufs, Sums: sums, Lent: lend && len(bufs) > 0, pooled: pooled}
+}
+
+// recycleUnused gives back to the staging's pool each pooled chunk read
+// of pre (staging.GetOnceInto) that the write did not take as its slot's
+// base (Tree.pendingChunkFrom, which removes those it takes from
+// pre.pooled: the slot changed, or had a pending buffer by then). One it
+// took goes back when its note goes (Tree.setBase).
+func (l *Live) recycleUnused(pre *Prepared) {
+	for idx := range pre.pooled {
+		l.stage.recycle(pre.Old[idx].Data)
+	}
+	pre.pooled = nil
 }
 
 // wholeBytes is how many bytes of whole chunk slots a write of n bytes at
@@ -335,14 +358,17 @@ func (l *Live) markPending(c Caller, n *Node) {
 	l.writers[n.Ino] = c
 }
 
-func (l *Live) dropPending(n *Node) {
+// dropPending drops n's pending buffers and notes; the pooled buffers of
+// its bases go back once after is done (the commit that journaled them,
+// which reads them as BaseData), or at once when after is nil.
+func (l *Live) dropPending(n *Node, after *journal.Pending) {
 	l.pending -= n.counted
 	n.counted = 0
 	delete(l.dirty, n.Ino)
 	delete(l.writers, n.Ino)
 	delete(l.written, n.Ino)
 	n.ClearPending()
-	l.t.dropSums(n)
+	l.stage.recycleAfter(l.t.dropSums(n), after)
 }
 
 // flush turns n's pending buffers into one OpData record, attributed to
@@ -364,7 +390,7 @@ func (l *Live) flush(c Caller, n *Node, kind uint8) error {
 			}
 		}
 		n.setContent(r)
-		l.dropPending(n)
+		l.dropPending(n, nil)
 		return nil
 	}
 	// The record names who wrote the data, not who flushed it (the
@@ -374,9 +400,10 @@ func (l *Live) flush(c Caller, n *Node, kind uint8) error {
 	if !ok {
 		who = c
 	}
-	if err := l.commitAs(c, who, r, blobs); err != nil {
+	p, err := l.commitP(c, who, r, blobs)
+	if err != nil {
 		return err
 	}
-	l.dropPending(n)
+	l.dropPending(n, p)
 	return nil
 }

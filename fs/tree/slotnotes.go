@@ -46,8 +46,34 @@ func (t *Tree) unsum(n *Node, idx uint64) {
 // writer), without reading the base back. unbase forgets it when the
 // slot is replaced wholly (a whole-chunk write, a hole, a cut): a delta
 // against unrelated bytes is only work for the committer.
-func (t *Tree) setBase(n *Node, idx uint64, b cas.Blob) {
-	slotsOf(&t.bases, n)[idx] = b
+//
+// pooled says that b.Data is a buffer of the staging's pool
+// (staging.GetOnceInto) that the note now owns: it goes back to the pool
+// when the note goes. A note is never read by a commit (Flush copies it
+// into the blob's BaseData and Live.flush drops the notes of what it
+// journaled right after enqueueing), so unbase and a replaced note give
+// it back at once, and Live.flush once the commit is done (dropPending).
+func (t *Tree) setBase(n *Node, idx uint64, b cas.Blob, pooled bool) {
+	m := slotsOf(&t.bases, n)
+	if old, ok := m[idx]; ok && old.pooled {
+		t.recycleBuf(old.Data)
+	}
+	m[idx] = baseNote{Blob: b, pooled: pooled}
+}
+
+// baseNote is a base (setBase) and whether its bytes are a pooled buffer
+// the note owns.
+type baseNote struct {
+	cas.Blob
+	pooled bool
+}
+
+// recycleBuf hands a pooled buffer back (Tree.recycle), when the tree has
+// somewhere to hand it.
+func (t *Tree) recycleBuf(b []byte) {
+	if t.recycle != nil {
+		t.recycle(b)
+	}
 }
 
 // touch notes that bytes [from, to) of n's pending chunk idx are being
@@ -79,9 +105,17 @@ const pageBytes = 4096
 
 func (t *Tree) unbase(n *Node, idx uint64) {
 	if m := t.bases[n]; m != nil {
+		if old, ok := m[idx]; ok && old.pooled {
+			t.recycleBuf(old.Data)
+		}
 		delete(m, idx)
 	}
 }
+
+// maxChunkSums bounds the chunks whose subtree hashes the tree remembers
+// (Tree.chunkSums): some 300 bytes each, 10 MiB for 2 GiB of chunks
+// rewritten in place.
+const maxChunkSums = 1 << 15
 
 // maxCutNodes bounds the nodes whose cut chunks the tree remembers (see
 // Tree.cuts): a file truncated and never written again keeps its entry
@@ -110,10 +144,18 @@ func (t *Tree) noteCut(n *Node, idx uint64, h cas.Hash) {
 }
 
 // dropSums forgets the hashes and bases noted for n's pending chunks
-// (see sum and setBase), when its buffers are dropped.
-func (t *Tree) dropSums(n *Node) {
+// (see sum and setBase), when its buffers are dropped. It returns the
+// pooled buffers of the bases, which the caller now owns (Live.dropPending
+// gives them back once the commit that read them is done).
+func (t *Tree) dropSums(n *Node) (pooled [][]byte) {
 	delete(t.sums, n)
+	for _, b := range t.bases[n] {
+		if b.pooled {
+			pooled = append(pooled, b.Data)
+		}
+	}
 	delete(t.bases, n)
+	return pooled
 }
 
 // growNote is the hashing state of a node's last, partial chunk as a
@@ -152,7 +194,10 @@ func (t *Tree) grownSum(n *Node, idx uint64, b []byte, base cas.Blob, keep bool)
 		return g.hash, nil
 	}
 	if !keep {
-		return cas.Sum(b), nil
+		// A chunk patched in place (a random writer's): its base's
+		// subtree hashes, when remembered, spare hashing what the
+		// writes did not change (cas.ChunkSums).
+		return t.chunkSums.SumChunk(b, base.Hash, base.Data), nil
 	}
 	s := cas.NewSummer()
 	s.Write(b)

@@ -29,6 +29,12 @@ type staging struct {
 	order       list.List                  // newest first
 	recentBytes int
 	recentMax   int // recentBytes' bound (tests lower it)
+
+	// bufs pools the chunk buffers GetOnceInto reads into (*[]byte of
+	// cas.ChunkSize); recycling counts the goroutines of recycleAfter
+	// (tests wait for them).
+	bufs      sync.Pool
+	recycling sync.WaitGroup
 }
 
 type stagedBlob struct {
@@ -92,6 +98,70 @@ func (s *staging) get(h cas.Hash, once bool) ([]byte, error) {
 	}
 	s.mu.Unlock()
 	return s.fromStore(h, once)
+}
+
+// GetOnceInto is GetOnce for a read-modify-write that keeps the bytes as
+// its slot's base (Tree.setBase): a chunk read from the store goes into a
+// buffer of the staging's pool (cas.IntoGetter), which saves a random
+// writer a fresh, cleared 64 KiB buffer per write. pooled reports such a
+// buffer: the caller then owns it and gives it back with recycle once,
+// when nothing reads it any more (see Tree.setBase for the tree's rule).
+// A pooled buffer never given back is only garbage for the collector.
+func (s *staging) GetOnceInto(h cas.Hash) (data []byte, pooled bool, err error) {
+	g, ok := s.Store.(cas.IntoGetter)
+	if !ok {
+		data, err = s.GetOnce(h)
+		return data, false, err
+	}
+	s.mu.Lock()
+	_, held := s.blobs[h]
+	_, recent := s.recent[h]
+	s.mu.Unlock()
+	if held || recent {
+		data, err = s.GetOnce(h)
+		return data, false, err
+	}
+	bp, _ := s.bufs.Get().(*[]byte)
+	if bp == nil {
+		buf := make([]byte, cas.ChunkSize)
+		bp = &buf
+	}
+	data, into, err := g.GetOnceInto(h, *bp)
+	if err != nil || !into {
+		s.bufs.Put(bp)
+		return data, false, err
+	}
+	return data, true, nil
+}
+
+// recycle gives pooled buffers (GetOnceInto) back to the pool; the
+// caller owns them and nothing reads them any more.
+func (s *staging) recycle(bufs ...[]byte) {
+	for _, b := range bufs {
+		if cap(b) != cas.ChunkSize {
+			continue // not one of the pool's
+		}
+		b = b[:cas.ChunkSize]
+		s.bufs.Put(&b)
+	}
+}
+
+// recycleAfter is recycle once p is done: the commit p stands for reads
+// its blobs' BaseData until then. With p nil it recycles at once.
+func (s *staging) recycleAfter(bufs [][]byte, p *journal.Pending) {
+	if len(bufs) == 0 {
+		return
+	}
+	if p == nil {
+		s.recycle(bufs...)
+		return
+	}
+	s.recycling.Add(1)
+	go func() {
+		defer s.recycling.Done()
+		_ = p.Wait() // done either way: the committer reads them no more
+		s.recycle(bufs...)
+	}()
 }
 
 func (s *staging) fromStore(h cas.Hash, once bool) ([]byte, error) {

@@ -23,7 +23,15 @@ type Tree struct {
 	sums map[*Node]map[uint64]ChunkSum
 	// bases: the stored chunk each read-modify-written pending chunk
 	// was made from, by node and chunk index (slotnotes.go, setBase).
-	bases map[*Node]map[uint64]cas.Blob
+	bases map[*Node]map[uint64]baseNote
+	// chunkSums: the BLAKE3 subtree hashes of the chunks Flush hashed
+	// from a base (grownSum), so that the next read-modify-write of one
+	// hashes what it changed, not the chunk; made by the first Flush
+	// that needs it.
+	chunkSums *cas.ChunkSums
+	// recycle, when set (the live tree's staging), takes back a pooled
+	// base buffer (baseNote.pooled) whose note the tree drops.
+	recycle func(...[]byte)
 	// cuts: the stored chunk a truncation cut from each slot, by node
 	// and chunk index, until the node's next data flush names it as the
 	// new chunk's Base (slotnotes.go, noteCut): a file rewritten whole
