@@ -123,10 +123,35 @@ type ChunkSums struct {
 	m   map[Hash]*ChunkCVs
 }
 
-// NewChunkSums returns a ChunkSums of at most max entries.
+// NewChunkSums returns a ChunkSums of at most max entries, or nil (whose
+// SumChunk is Sum) when the self-check finds SumChunk differing from Sum.
 func NewChunkSums(max int) *ChunkSums {
+	if !sumChunkAgrees() {
+		return nil
+	}
 	return &ChunkSums{max: max, m: map[Hash]*ChunkCVs{}}
 }
+
+// sumChunkAgrees checks once, on fixed chunks, that SumChunk computes
+// Sum: hashed whole, and again from a base after one page changed. The
+// functions it reaches by go:linkname are another module's internals; a
+// version of it whose functions compute something else is caught here at
+// run time (and by TestSumChunkMatchesSum in the tests), and the tree
+// then hashes every chunk whole.
+var sumChunkAgrees = sync.OnceValue(func() bool {
+	data := make([]byte, ChunkSize)
+	for i := range data {
+		data[i] = byte(i*7 + i>>8)
+	}
+	s := &ChunkSums{max: 2, m: map[Hash]*ChunkCVs{}}
+	h := s.SumChunk(data, Hash{}, nil)
+	if h != Sum(data) {
+		return false
+	}
+	next := append([]byte(nil), data...)
+	next[3*unitBytes+100] ^= 0xff
+	return s.SumChunk(next, h, data) == Sum(next)
+})
 
 func (s *ChunkSums) get(h Hash) *ChunkCVs {
 	s.mu.Lock()
