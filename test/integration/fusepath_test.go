@@ -149,7 +149,8 @@ func TestKillPrivLikeExt4(t *testing.T) {
 }
 
 // resident returns how many of the pages of the file at p are in the
-// page cache (mincore over a read-only mapping), and the page count.
+// page cache (mincore over a read-only mapping), and the page count; it
+// logs the page ranges that are not.
 func resident(t *testing.T, p string) (int, int) {
 	t.Helper()
 	f, err := os.Open(p)
@@ -172,8 +173,21 @@ func resident(t *testing.T, p string) (int, int) {
 		t.Fatalf("mincore %s: %v", p, e)
 	}
 	n := 0
-	for _, v := range vec {
-		n += int(v & 1)
+	var missing []string
+	for i := 0; i < len(vec); i++ {
+		if vec[i]&1 != 0 {
+			n++
+			continue
+		}
+		j := i
+		for j+1 < len(vec) && vec[j+1]&1 == 0 {
+			j++
+		}
+		missing = append(missing, fmt.Sprintf("%d-%d", i, j))
+		i = j
+	}
+	if len(missing) > 0 {
+		t.Logf("%s: pages not in the page cache (of %d): %s", p, len(vec), strings.Join(missing, " "))
 	}
 	return n, len(vec)
 }
@@ -198,7 +212,7 @@ func TestPageCacheSurvives(t *testing.T) {
 	if _, err := os.Stat(p); err != nil { // the attribute refresh
 		t.Fatal(err)
 	}
-	if n, all := resident(t, p); n != all {
+	if n, all := resident(t, p); !mostResident(n, all) {
 		t.Errorf("after write, stat, reopen: %d of %d pages in the page cache, want all (the kernel dropped what was just written)", n, all)
 	}
 	got, err := os.ReadFile(p)
@@ -213,9 +227,19 @@ func TestPageCacheSurvives(t *testing.T) {
 	if _, err := os.ReadFile(q); err != nil {
 		t.Fatal(err)
 	}
-	if n, all := resident(t, q); n != all {
+	if n, all := resident(t, q); !mostResident(n, all) {
 		t.Errorf("after a read and a reopen: %d of %d pages in the page cache, want all", n, all)
 	}
+}
+
+// mostResident: what the mount's settings decide is whether the kernel
+// keeps a file's pages or drops them all (AUTO_INVAL_DATA on a changed
+// mtime, an open without FOPEN_KEEP_CACHE). Which few pages it keeps
+// beyond that is the kernel's: one CI run of the first check found 2039
+// of 2048 (2026-12-04, not seen in 100 runs after), so up to 1/64 of the
+// pages may be missing (resident logs which).
+func mostResident(n, all int) bool {
+	return n >= all-all/64
 }
 
 // TestReadaheadRaised: as root the mount's readahead is four READs of
