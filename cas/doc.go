@@ -74,7 +74,9 @@
 // Sum's 37-68 us on a loaded machine). zeebo/blake3's tree functions
 // (HashF, HashP, Compress) are internal to it and reached by
 // go:linkname; TestSumChunkMatchesSum pins SumChunk to Sum, so a module
-// upgrade that changes them fails it.
+// upgrade that changes them fails it, and NewChunkSums checks the same
+// once at run time (a whole chunk, and one page changed from it), giving
+// nil, whose SumChunk is Sum, if SumChunk disagrees.
 //
 // # Segment log and index (store formats 2 and 3)
 //
