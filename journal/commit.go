@@ -101,10 +101,16 @@ func (j *Journal) done1(b *batch, err error, front bool) {
 			j.durable.Store(b.maxSeq)
 		}
 	}
+	b.ended = true
+	after := b.onDone
+	b.onDone = nil
 	j.progress.Broadcast()
 	j.work.Signal() // the committer may wait for fronting to end
 	j.mu.Unlock()
 	close(b.done)
+	for _, fn := range after {
+		fn(b.err)
+	}
 }
 
 // frame builds the frame of b: blobs first, then records (and the reset

@@ -103,6 +103,10 @@ type batch struct {
 	lastPo uint64
 	done   chan struct{}
 	err    error
+	// ended and onDone are under the journal's mu: done1 sets ended and
+	// takes onDone (Pending.OnDone).
+	ended  bool
+	onDone []func(error)
 }
 
 // item is one queued record or meta write.
@@ -149,6 +153,30 @@ func (p *Pending) Wait() error {
 	}
 	<-p.b.done
 	return p.b.err
+}
+
+// OnDone calls fn with what Wait would return, once the record's commit
+// has ended: on the goroutine that ends it (the committer, or a Sync that
+// appended it), or at once on the caller's if it has ended or was
+// refused. It does not wake the committer as Wait does (a record
+// EnqueueSyncing queued is appended by its caller's Sync or WaitLogged).
+// fn must be short and must not block: take no lock beyond a leaf one,
+// and never wait for the journal. It spares a goroutine per commit that
+// would only wait to release what the commit read (fs/tree's staging).
+func (p *Pending) OnDone(fn func(error)) {
+	if p.err != nil || p.b == nil {
+		fn(p.err)
+		return
+	}
+	j := p.j
+	j.mu.Lock()
+	if !p.b.ended {
+		p.b.onDone = append(p.b.onDone, fn)
+		j.mu.Unlock()
+		return
+	}
+	j.mu.Unlock()
+	fn(p.b.err)
 }
 
 // start starts the committer over db and objs (the object store over the

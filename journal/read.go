@@ -228,7 +228,7 @@ func (j *Journal) SetMeta(key string, val []byte) error {
 	}
 	b := j.addLocked(item{key: k, val: val}, true)
 	j.mu.Unlock()
-	p := Pending{b: b}
+	p := Pending{b: b, j: j}
 	if err := p.Wait(); err != nil {
 		return fmt.Errorf("set meta %s: %w", key, err)
 	}

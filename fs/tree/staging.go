@@ -31,8 +31,8 @@ type staging struct {
 	recentMax   int // recentBytes' bound (tests lower it)
 
 	// bufs pools the chunk buffers GetOnceInto reads into (*[]byte of
-	// cas.ChunkSize); recycling counts the goroutines of recycleAfter
-	// (tests wait for them).
+	// cas.ChunkSize); recycling counts the recycleAfter calls not yet
+	// run (tests wait for them).
 	bufs      sync.Pool
 	recycling sync.WaitGroup
 }
@@ -157,11 +157,10 @@ func (s *staging) recycleAfter(bufs [][]byte, p *journal.Pending) {
 		return
 	}
 	s.recycling.Add(1)
-	go func() {
-		defer s.recycling.Done()
-		_ = p.Wait() // done either way: the committer reads them no more
+	p.OnDone(func(error) { // done either way: the committer reads them no more
 		s.recycle(bufs...)
-	}()
+		s.recycling.Done()
+	})
 }
 
 func (s *staging) fromStore(h cas.Hash, once bool) ([]byte, error) {
@@ -172,7 +171,10 @@ func (s *staging) fromStore(h cas.Hash, once bool) ([]byte, error) {
 }
 
 // hold keeps blobs readable until p has committed (or failed), and then
-// among the recent ones if it committed.
+// among the recent ones if it committed. What staging does once a commit
+// ends runs on the goroutine that ends it (journal.Pending.OnDone), under
+// s.mu alone: s.mu is a leaf lock, never held while waiting for the
+// journal.
 func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 	if len(blobs) == 0 {
 		return
@@ -185,8 +187,8 @@ func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 		s.blobs[b.Hash] = sb
 	}
 	s.mu.Unlock()
-	go func() {
-		committed := p.Wait() == nil
+	p.OnDone(func(err error) {
+		committed := err == nil
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, b := range blobs {
@@ -200,7 +202,7 @@ func (s *staging) hold(blobs []cas.Blob, p *journal.Pending) {
 				s.keepLocked(b.Hash, b.Data)
 			}
 		}
-	}()
+	})
 }
 
 // lend keeps blobs readable like hold, for a commit whose blob bytes are
@@ -243,10 +245,7 @@ func (s *staging) giveBack(blobs []cas.Blob, p *journal.Pending) {
 		s.blobs[b.Hash] = sb
 	}
 	s.mu.Unlock()
-	go func() {
-		p.Wait()
-		s.release(blobs)
-	}()
+	p.OnDone(func(error) { s.release(blobs) })
 }
 
 // release drops one reference to each of blobs.
