@@ -1,0 +1,93 @@
+// Package objstore is the object-storage seam of a reynfs remote: a flat
+// namespace of keys under one prefix, with the few operations a replica
+// needs (rewind/replica has the layout and the ordering it keeps). Two
+// backends implement it: a directory (file://, for a shared or local
+// disk) and S3-compatible storage (s3:// and s3+http://, through
+// minio-go). Conformance (objstoretest) is what a backend must pass.
+//
+// Every method is safe for concurrent use. Errors wrap ErrNotExist,
+// ErrPrecondition or ErrUnsupported where those apply; anything else is
+// the backend's failure (network, permission, disk), named with the key.
+package objstore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+var (
+	// ErrNotExist: no object has that key.
+	ErrNotExist = errors.New("object does not exist")
+	// ErrPrecondition: a conditional write lost (PutIfAbsent found the
+	// key, PutIfMatch found another ETag or none).
+	ErrPrecondition = errors.New("precondition failed")
+	// ErrUnsupported: the server ignored or refused a conditional write
+	// (SelfTest): a remote that cannot compare-and-swap cannot hold a
+	// lease.
+	ErrUnsupported = errors.New("server does not support conditional writes")
+)
+
+// Info describes a stored object.
+type Info struct {
+	Key  string // relative to the backend's prefix
+	Size int64
+	ETag string // opaque; compare only for equality
+	Mod  time.Time
+}
+
+// Backend is one prefix of an object store. Keys are slash-separated,
+// relative to the prefix, made of [A-Za-z0-9._/-] only (Valid).
+type Backend interface {
+	// Get returns the object's bytes and its ETag.
+	Get(ctx context.Context, key string) ([]byte, Info, error)
+	// GetRange returns n bytes from off (fewer at the object's end).
+	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)
+	// Stat returns what Get would, without the bytes.
+	Stat(ctx context.Context, key string) (Info, error)
+	// Put writes data under key unconditionally (immutable, content-named
+	// objects: a second writer writes the same bytes).
+	Put(ctx context.Context, key string, data []byte) error
+	// PutIfAbsent writes data only if key does not exist (If-None-Match:
+	// *), else ErrPrecondition. It returns the new ETag.
+	PutIfAbsent(ctx context.Context, key string, data []byte) (Info, error)
+	// PutIfMatch replaces key only if its ETag is etag (If-Match), else
+	// ErrPrecondition (also when key does not exist). It returns the new
+	// ETag.
+	PutIfMatch(ctx context.Context, key string, data []byte, etag string) (Info, error)
+	// List calls fn for every key under prefix, in key order.
+	List(ctx context.Context, prefix string, fn func(Info) error) error
+	// Delete removes key; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// Now is the server's clock (S3: the Date header of a request; a
+	// directory: this machine's). Leases are timed by it, never by the
+	// client's clock.
+	Now(ctx context.Context) (time.Time, error)
+	// String is the URL without credentials, for messages.
+	String() string
+}
+
+// Valid reports whether key may name an object: non-empty, relative,
+// no empty, "." or ".." element, and only [A-Za-z0-9._-] and '/'.
+func Valid(key string) bool {
+	if key == "" || key[0] == '/' || key[len(key)-1] == '/' {
+		return false
+	}
+	elem := 0
+	for i := 0; i <= len(key); i++ {
+		if i == len(key) || key[i] == '/' {
+			switch key[i-elem : i] {
+			case "", ".", "..":
+				return false
+			}
+			elem = 0
+			continue
+		}
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+		elem++
+	}
+	return true
+}

@@ -1,0 +1,79 @@
+// Package replica ships a workspace's history to an object store
+// (cas/objstore) and brings it back: push, clone, fork and, later,
+// continuous replication. The remote is a replica of the journal, not of
+// the local files that hold it: what it stores is defined by records and
+// objects, so a local compaction, a format upgrade or a different
+// machine's store changes nothing there.
+//
+// # Key layout (remote format 1)
+//
+// One prefix is one namespace that every workspace and fork shares, so
+// an object is stored once however many workspaces reach it:
+//
+//	reynfs-remote.json              {"format":1}; created If-None-Match: *
+//	packs/<id>.pack                 objects, immutable, id = BLAKE3 of the bytes
+//	packs/<id>.idx                  the pack's index: hash, offset, length
+//	ws/<name>/HEAD                  the workspace's head and lease (JSON)
+//	ws/<name>/seg/<e>-<first>-<last>.seg
+//	                                records first..last, written in epoch e
+//
+// A pack (pack.go) is a header ("RFSPACK1", kind: 't' inode objects, 'd'
+// file chunks and agent states), then its objects, each compressed on
+// its own (zstd where that saves an eighth, else raw) so that one ranged
+// GET fetches one object, then the index: for each object its hash, kind
+// of compression, offset, stored and raw length, sorted by hash, and a
+// BLAKE3 of the whole file before it. packs/<id>.idx is a copy of that
+// index, so a clone learns where every object is from the index files
+// alone (restic's index files), and a lazy clone fetches an object with
+// one ranged GET. Tree objects and chunks go to separate packs: a lazy
+// clone downloads the tree packs whole and leaves the data packs where
+// they are. Objects are whole: a store's deltas are its own business.
+//
+// A segment (segment.go) holds the encoded records first..last of one
+// workspace (journal encoding, seq order, nothing missing between) and a
+// checksum. Seqs are the workspace's own: a clone keeps them, so any
+// target that names a seq names the same state on both sides.
+//
+// HEAD (head.go) is JSON: the workspace's seq shipped through (every
+// record up to it is in a segment HEAD covers, and every object those
+// records reach is in a pack whose index is written), the floor (the
+// first retained seq), the epochs ([{epoch, first}]: segments of epoch
+// e are valid for seqs from its first up to the next epoch's first - 1),
+// the holder of the lease (host, pid, store id), the lease's expiry in
+// the server's time, and, for a fork, the parent workspace and seq.
+//
+// # Ordering invariants (each has a test that fails if it breaks)
+//
+//  1. A pack is written before its index, and its index before any
+//     segment whose records reach its objects.
+//  2. A segment is written before the HEAD that covers its seqs; a
+//     segment no HEAD covers is ignored by readers (and collected).
+//  3. HEAD changes only by PutIfMatch with the ETag read; a new
+//     workspace's HEAD is created by PutIfAbsent. A writer that loses the
+//     race re-reads HEAD: a higher epoch means it was deposed.
+//  4. Readers read HEAD first and then only what it covers.
+//  5. Nothing a HEAD reaches is deleted: remote GC marks from every
+//     workspace's HEAD, condemns in one pass and deletes in a later one
+//     after a grace period, re-marking first (gc.go).
+//
+// # What the remote holds, known locally
+//
+// Push must not ask the server about every object. The store keeps, per
+// remote (Badger keys under 'R'), the seq shipped through, the HEAD
+// ETag last written, and the set of object hashes the remote is known to
+// hold (written after the index that names them). Push sends the records
+// after the shipped seq and, of the objects they reach, those not in that
+// set: a record's chunks, and for a record with a Root (generation,
+// import, restore, agent state) the Merkle diff of that tree against the
+// set (a subtree whose inode object the remote holds is skipped whole).
+//
+// # The lease
+//
+// HEAD is also the single-writer lease: pushing (and continuous
+// replication) holds it, renewing it by PutIfMatch before half its TTL
+// has passed, timed by the server's clock (objstore.Backend.Now). Another
+// writer takes over only after the lease expired, by writing HEAD with
+// epoch+1 and its own holder; the deposed writer's next PutIfMatch fails,
+// it re-reads HEAD, sees the newer epoch and stops: it refuses to push
+// and offers to fork what it has.
+package replica
