@@ -251,6 +251,34 @@
 //     (Repair, repair.go) keeps a copy, cuts the newest WAL where replay
 //     stops and catches the index up from the log (TestRepairTornWAL).
 //
+// # Retention and the collector
+//
+// History is kept in two windows (ADR D5, rewind/policy.go): every seq
+// for a fine window (7 days by default, or a number of records), and
+// generations for a coarse one (90 days, or a number of the generations
+// a person cuts or sees: not auto or rewind). The journal keeps the
+// first retained seq, the floor ("m/floor"): Truncate records it first
+// and then drops the records below it, except reset records (they define
+// the active path of what stays) and the generation records the coarse
+// window keeps, so a crash midway leaves records below the floor refused,
+// never half-used. A rewind, view, diff or export of a state below the
+// floors is refused with an error naming the floor (rewind/retain.go, checkRetained).
+//
+// The collector (rewind/collect.go) runs every Policy.Every while mounted
+// and on demand (`reynfs gc`, mounted or not). One collection starts a
+// sweep in the store (from then on every object a writer writes or
+// deduplicates is spared, cas/guard.go), moves the floors under the live
+// lock for a moment (writers wait only for that), truncates the journal,
+// marks from every retained root (generations' trees and agent states,
+// the records from the fine floor on, the live tree, held states), and
+// sweeps the rest in small locked batches; then cas Compact rewrites the
+// segments that are now mostly garbage and unlinks them, and the disk
+// space comes back (cas/doc.go, "Collection"). A crash at any step
+// leaves garbage, never a retained state that names a missing object:
+// floors go up before anything below them goes, index entries before
+// segment bytes, and a segment is unlinked only after the index points
+// past it (rewind TestCollectCrash, cas TestCompactCrash).
+//
 // Options.ReadOnly keeps the shadow open as the journal, with the tail
 // read over Badger (records, resets, meta, and objects through cas):
 // look-only commands read a store, crashed or not, without writing a byte
