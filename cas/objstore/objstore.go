@@ -13,6 +13,7 @@ package objstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -26,6 +27,8 @@ var (
 	// (SelfTest): a remote that cannot compare-and-swap cannot hold a
 	// lease.
 	ErrUnsupported = errors.New("server does not support conditional writes")
+	// ErrInvalidKey: a key that Valid refuses; no request is made.
+	ErrInvalidKey = errors.New("invalid object key")
 )
 
 // Info describes a stored object.
@@ -55,7 +58,10 @@ type Backend interface {
 	// ErrPrecondition (also when key does not exist). It returns the new
 	// ETag.
 	PutIfMatch(ctx context.Context, key string, data []byte, etag string) (Info, error)
-	// List calls fn for every key under prefix, in key order.
+	// List calls fn for every key under prefix (a string prefix, not
+	// necessarily a directory), in byte order of the keys. An error from
+	// fn stops the listing and is returned. Info.ETag may be empty in a
+	// listing (file:// would have to hash every object); Stat has it.
 	List(ctx context.Context, prefix string, fn func(Info) error) error
 	// Delete removes key; deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
@@ -90,4 +96,27 @@ func Valid(key string) bool {
 		elem++
 	}
 	return true
+}
+
+// ValidPrefix reports whether p may be given to List: empty, or a
+// valid key, or a valid key followed by '/'.
+func ValidPrefix(p string) bool {
+	return p == "" || Valid(p) || p[len(p)-1] == '/' && Valid(p[:len(p)-1])
+}
+
+// CheckKey returns nil for a valid key, else the one-line error (wrapping
+// ErrInvalidKey) every backend returns for it.
+func CheckKey(key string) error {
+	if !Valid(key) {
+		return fmt.Errorf("%w %q (want [A-Za-z0-9._-] elements joined by '/')", ErrInvalidKey, key)
+	}
+	return nil
+}
+
+// CheckPrefix is CheckKey for List's prefix.
+func CheckPrefix(p string) error {
+	if !ValidPrefix(p) {
+		return fmt.Errorf("%w: list prefix %q", ErrInvalidKey, p)
+	}
+	return nil
 }
