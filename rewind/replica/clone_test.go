@@ -1,0 +1,110 @@
+package replica
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/cas/objstore"
+	"github.com/reynfs/reynfs/cas/objstore/objstorefake"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+func backends(t *testing.T) map[string]func(t *testing.T) objstore.Backend {
+	return map[string]func(t *testing.T) objstore.Backend{
+		"dir": func(t *testing.T) objstore.Backend {
+			b, err := objstore.OpenDir(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		"fake": func(t *testing.T) objstore.Backend { return objstorefake.New(t.Name()) },
+	}
+}
+
+func openClone(t *testing.T, dir string) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(dir, journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	return j
+}
+
+// checkClone: the clone's live state is the source's state at want,
+// byte for byte once exported; every seq of interest names the same
+// state in both stores; fsck finds nothing wrong.
+func checkClone(t *testing.T, src *journal.Journal, at map[string]uint64, cj *journal.Journal, want uint64) {
+	t.Helper()
+	if got, exp := stateRoot(t, cj, cj.Head()), stateRoot(t, src, want); got != exp {
+		t.Errorf("clone's live root %s, source's at %d is %s", got.Short(), want, exp.Short())
+	}
+	sameTree(t, export(t, src, want), export(t, cj, cj.Head()))
+	for name, seq := range at {
+		if seq > src.Head() {
+			continue
+		}
+		if a, b := stateRoot(t, src, seq), stateRoot(t, cj, seq); a != b {
+			t.Errorf("%s (seq %d) names %s in the source, %s in the clone", name, seq, a.Short(), b.Short())
+		}
+	}
+	rep, err := rewind.Fsck(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Damaged() {
+		t.Errorf("fsck of the clone: %+v", rep)
+	}
+}
+
+// TestCloneTargets: push a history, then clone it at a generation id, a
+// seq between generations, a seq on a branch a rewind abandoned, a label
+// and head, on the directory backend and on the fake.
+func TestCloneTargets(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := newSource(t)
+			at := history(t, s)
+			b := mk(t)
+			if _, err := Push(ctx, s.j, b, "proj"); err != nil {
+				t.Fatal(err)
+			}
+			gen, err := rewind.Resolve(s.j, "g3")
+			if err != nil || gen != at["g-second"] {
+				t.Fatalf("g3 = %d, %v; want the second generation %d", gen, err, at["g-second"])
+			}
+			for _, c := range []struct {
+				target string
+				want   uint64
+			}{
+				{"g3", at["g-second"]},
+				{strconv.FormatUint(at["mid"], 10), at["mid"]},
+				{strconv.FormatUint(at["abandoned"], 10), at["abandoned"]},
+				{"after", at["g-after"]},
+				{"", at["head"]},
+			} {
+				t.Run("at="+c.target, func(t *testing.T) {
+					dir := filepath.Join(t.TempDir(), "db")
+					res, err := Clone(ctx, b, "proj", dir, c.target)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Target != c.want || res.Head != at["head"] {
+						t.Fatalf("clone target %d head %d, want %d and %d", res.Target, res.Head, c.want, at["head"])
+					}
+					if (res.Reset != 0) != (c.want != at["head"]) {
+						t.Errorf("reset record %d for target %d (head %d)", res.Reset, c.want, at["head"])
+					}
+					checkClone(t, s.j, at, openClone(t, dir), c.want)
+				})
+			}
+		})
+	}
+}
