@@ -202,9 +202,10 @@ func (p *pusher) lease() error {
 	case h.Seq > p.j.Durable():
 		return fmt.Errorf("%w: the remote holds seqs through %d, this store only through %d", ErrDiverged, h.Seq, p.j.Durable())
 	}
-	h.Holder, h.Expires = p.holder, expiry(now, p.o.TTL)
 	p.head, p.etag = h, info.ETag
-	if err := p.writeHead(); err != nil {
+	next := *h
+	next.Holder, next.Expires = p.holder, expiry(now, p.o.TTL)
+	if err := p.writeHead(&next); err != nil {
 		return err
 	}
 	p.leased = true
@@ -213,10 +214,11 @@ func (p *pusher) lease() error {
 
 func expiry(now time.Time, ttl time.Duration) time.Time { return now.Add(ttl).UTC().Round(0) }
 
-// writeHead replaces HEAD with p.head by PutIfMatch (invariant 3).
-func (p *pusher) writeHead() error {
+// writeHead replaces HEAD (p.head, read with ETag p.etag) with h by
+// PutIfMatch (invariant 3); h becomes p.head only when it is written.
+func (p *pusher) writeHead(h *Head) error {
 	key := HeadKey(p.ws)
-	info, err := p.b.PutIfMatch(p.ctx, key, p.head.Encode(), p.etag)
+	info, err := p.b.PutIfMatch(p.ctx, key, h.Encode(), p.etag)
 	if errors.Is(err, objstore.ErrPrecondition) {
 		data, _, gerr := p.b.Get(p.ctx, key)
 		if gerr == nil {
@@ -232,7 +234,7 @@ func (p *pusher) writeHead() error {
 	if err != nil {
 		return err
 	}
-	p.etag = info.ETag
+	p.head, p.etag = h, info.ETag
 	return nil
 }
 
@@ -251,11 +253,12 @@ func (p *pusher) release() error {
 	if err != nil {
 		return fmt.Errorf("release the lease: %w", err)
 	}
-	p.head.Expires = now.UTC().Round(0)
+	next := *p.head
+	next.Expires = now.UTC().Round(0)
 	saved := p.ctx
 	p.ctx = ctx
 	defer func() { p.ctx = saved }()
-	if err := p.writeHead(); err != nil {
+	if err := p.writeHead(&next); err != nil {
 		return fmt.Errorf("release the lease: %w", err)
 	}
 	p.leased = false
@@ -335,8 +338,9 @@ func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
 	if err != nil {
 		return err
 	}
-	p.head.Seq, p.head.Floor, p.head.Expires = last, min(floor, last+1), expiry(now, p.o.TTL)
-	if err := p.writeHead(); err != nil {
+	next := *p.head
+	next.Seq, next.Floor, next.Expires = last, min(floor, last+1), expiry(now, p.o.TTL)
+	if err := p.writeHead(&next); err != nil {
 		return err
 	}
 	p.res.Through = last
