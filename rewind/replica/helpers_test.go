@@ -214,6 +214,9 @@ func export(t *testing.T, j *journal.Journal, x uint64) string {
 	if err != nil {
 		t.Fatalf("reconstruct %d: %v", x, err)
 	}
+	if _, _, err := tr.Root(); err != nil { // Export takes a clean tree
+		t.Fatal(err)
+	}
 	dir := filepath.Join(t.TempDir(), fmt.Sprintf("export-%d", x))
 	if err := rewind.Export(tr, nil, dir); err != nil {
 		t.Fatal(err)
