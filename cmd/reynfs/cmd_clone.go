@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -115,9 +116,10 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	return nil
 }
 
-// exportLive writes the live state of the store db into dir.
+// exportLive writes the live state of the store db into dir, and
+// records that dir holds it (daemon.Adopt), so that mount serves it.
 func exportLive(db, dir string) error {
-	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop(), ReadOnly: true})
+	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop()})
 	if err != nil {
 		return err
 	}
@@ -126,8 +128,13 @@ func exportLive(db, dir string) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := t.Root(); err != nil {
+	root, _, err := t.Root()
+	if err != nil {
 		return err
 	}
-	return rewind.Export(t, nil, dir)
+	since := time.Now().UnixNano()
+	if err := rewind.Export(t, nil, dir); err != nil {
+		return err
+	}
+	return daemon.Adopt(j, dir, root, since)
 }

@@ -9,7 +9,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/fs/tree"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
 )
@@ -118,6 +120,8 @@ func TestRemotePushClone(t *testing.T) {
 		t.Fatalf("the clone's a.txt: %q, %v; want the first state's", b, err)
 	}
 
+	checkAdopted(t, clone)
+
 	for _, c := range []struct {
 		args []string
 		code int
@@ -141,4 +145,58 @@ func TestRemotePushClone(t *testing.T) {
 	if code := run([]string{"push", "--dir", proj}); code != exitUsage {
 		t.Errorf("push with no remote named: exit %d, want %d", code, exitUsage)
 	}
+}
+
+// checkAdopted: the clone's store records that its directory holds the
+// live tree, so a mount finds nothing changed while unmounted: the
+// import a mount runs (with the recorded tree as its base) gives the
+// recorded root.
+func checkAdopted(t *testing.T, dir string) {
+	t.Helper()
+	store, err := daemon.DefaultStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(daemon.DBPath(store), journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	b, err := j.GetMeta("dirbase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := cas.Parse(string(b))
+	if err != nil {
+		t.Fatalf("dirbase %q: %v", b, err)
+	}
+	if live := liveRoot(t, j); live != h {
+		t.Fatalf("dirbase %s, live root %s", h.Short(), live.Short())
+	}
+	base, err := tree.Load(j.Objects(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(1 << 30)
+	im := &rewind.Importer{Store: j.Objects(), Base: base, Alloc: func() (uint64, error) { next++; return next - 1, nil }}
+	nt, err := im.Import(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, _, err := nt.Root(); err != nil || root != h {
+		t.Fatalf("a mount's import of %s gives %s, %v; want dirbase %s", dir, root.Short(), err, h.Short())
+	}
+}
+
+func liveRoot(t *testing.T, j *journal.Journal) cas.Hash {
+	t.Helper()
+	tr, err := rewind.Reconstruct(j, j.Head())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := tr.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
