@@ -60,7 +60,7 @@ func SelfTest(ctx context.Context, b Backend) (err error) {
 	}
 
 	if _, err := b.Now(ctx); err != nil {
-		return fail("server time", err)
+		return fail("the server's clock (Now)", err)
 	}
 	key := dir + "cas"
 	written = append(written, key)
