@@ -180,3 +180,21 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestDirKeyConflict: file:// cannot hold a and a/b; both orders fail
+// with a clear error, not a misleading "does not exist".
+func TestDirKeyConflict(t *testing.T) {
+	ctx := context.Background()
+	b := newDir(t)
+	must(t, b.Put(ctx, "a", []byte("a")))
+	must(t, b.Put(ctx, "d/x", []byte("x")))
+	for _, key := range []string{"a/b", "d"} {
+		err := b.Put(ctx, key, []byte("y"))
+		if err == nil || errors.Is(err, objstore.ErrNotExist) || !strings.Contains(err.Error(), "cannot hold both") {
+			t.Errorf("Put(%s): %v, want the a-and-a/b error", key, err)
+		}
+		if _, err := b.PutIfAbsent(ctx, key, []byte("y")); err == nil || !strings.Contains(err.Error(), "cannot hold both") {
+			t.Errorf("PutIfAbsent(%s): %v, want the a-and-a/b error", key, err)
+		}
+	}
+}
