@@ -38,6 +38,9 @@ type VersityGW struct {
 // bin/versitygw in this module's checkout, else one on PATH.
 func FindVersityGW() (string, error) {
 	if p := os.Getenv("REYNFS_VERSITYGW"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("versitygw is not installed: REYNFS_VERSITYGW=%s: %v", p, err)
+		}
 		return p, nil
 	}
 	if dir, err := os.Getwd(); err == nil {
