@@ -175,3 +175,39 @@ func TestS3NowIsServerTime(t *testing.T) {
 		t.Fatalf("Now() = %v, the server said %v", now, past)
 	}
 }
+
+// TestS3LargeObject: an object above minio-go's multipart threshold
+// (16 MiB) is stored whole, read back by ranges, and its multipart ETag
+// ("hex-N") works for PutIfMatch.
+func TestS3LargeObject(t *testing.T) {
+	gw := objstoretest.StartVersityGW(t)
+	gw.SetEnv(t)
+	ctx := context.Background()
+	b := openURL(t, gw.NewBucket(t))
+	data := make([]byte, 17<<20+5)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	must(t, b.Put(ctx, "packs/big.pack", data))
+	st, err := b.Stat(ctx, "packs/big.pack")
+	must(t, err)
+	if st.Size != int64(len(data)) {
+		t.Fatalf("Stat size %d, want %d", st.Size, len(data))
+	}
+	t.Logf("ETag of a %d-byte Put: %s", len(data), st.ETag)
+	for _, off := range []int64{0, 16<<20 - 3, int64(len(data)) - 10} {
+		got, err := b.GetRange(ctx, "packs/big.pack", off, 100)
+		must(t, err)
+		if want := data[off:min(off+100, int64(len(data)))]; string(got) != string(want) {
+			t.Fatalf("GetRange(%d, 100) differs", off)
+		}
+	}
+	got, _, err := b.Get(ctx, "packs/big.pack")
+	must(t, err)
+	if string(got) != string(data) {
+		t.Fatal("Get of the large object differs")
+	}
+	if _, err := b.PutIfMatch(ctx, "packs/big.pack", []byte("small"), st.ETag); err != nil {
+		t.Fatalf("PutIfMatch with the large object's ETag %s: %v", st.ETag, err)
+	}
+}
