@@ -23,6 +23,9 @@ package objstore
 //   - The ETag is the hex BLAKE3 of the content; Stat and Get hash the
 //     file (List leaves ETag empty rather than hash every object).
 //   - A temp file left by a crash is ignored by List; nothing removes it.
+//   - A key cannot be both an object and the "directory" of others (a
+//     and a/b): S3 allows it, a file system cannot, the remote's layout
+//     never needs it, and such a write fails with a clear error.
 
 import (
 	"context"
@@ -320,10 +323,16 @@ func (d *dirBackend) write(ctx context.Context, op, key string, data []byte, com
 	}
 	dir, base := splitKey(key)
 	dfd, err := d.openDir(dir, true)
-	if err != nil {
+	if errors.Is(err, unix.ENOTDIR) {
+		return Info{}, fmt.Errorf("%s %s in %s: a part of the key is an object (file:// cannot hold both a and a/b)", op, key, d.path)
+	} else if err != nil {
 		return Info{}, d.fsErr(op, key, err)
 	}
 	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return Info{}, fmt.Errorf("%s %s in %s: other keys are below it (file:// cannot hold both a and a/b)", op, key, d.path)
+	}
 	tmp, err := writeTemp(dfd, data)
 	if err != nil {
 		return Info{}, fmt.Errorf("%s %s in %s: temp file: %w", op, key, d.path, err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -178,5 +180,84 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDirKeyConflict: file:// cannot hold a and a/b; both orders fail
+// with a clear error, not a misleading "does not exist".
+func TestDirKeyConflict(t *testing.T) {
+	ctx := context.Background()
+	b := newDir(t)
+	must(t, b.Put(ctx, "a", []byte("a")))
+	must(t, b.Put(ctx, "d/x", []byte("x")))
+	for _, key := range []string{"a/b", "d"} {
+		err := b.Put(ctx, key, []byte("y"))
+		if err == nil || errors.Is(err, objstore.ErrNotExist) || !strings.Contains(err.Error(), "cannot hold both") {
+			t.Errorf("Put(%s): %v, want the a-and-a/b error", key, err)
+		}
+		if _, err := b.PutIfAbsent(ctx, key, []byte("y")); err == nil || !strings.Contains(err.Error(), "cannot hold both") {
+			t.Errorf("PutIfAbsent(%s): %v, want the a-and-a/b error", key, err)
+		}
+	}
+}
+
+// TestDirCASAcrossProcesses: two other processes and this one share the
+// directory and increment one counter by PutIfMatch: no increment is
+// lost, so the lock and the compare hold across processes, not only
+// across goroutines.
+func TestDirCASAcrossProcesses(t *testing.T) {
+	if dir := os.Getenv("REYNFS_OBJSTORE_CAS_DIR"); dir != "" {
+		casIncrements(t, dir)
+		return
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := objstore.OpenDir(dir)
+	must(t, err)
+	_, err = b.PutIfAbsent(ctx, "n", []byte("0"))
+	must(t, err)
+	var cmds []*exec.Cmd
+	for range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDirCASAcrossProcesses$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "REYNFS_OBJSTORE_CAS_DIR="+dir)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		must(t, cmd.Start())
+		cmds = append(cmds, cmd)
+	}
+	t.Cleanup(func() {
+		for _, c := range cmds {
+			if c.ProcessState == nil {
+				c.Process.Kill()
+				c.Wait()
+			}
+		}
+	})
+	casIncrements(t, dir)
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("helper process: %v", err)
+		}
+	}
+	got, _, err := b.Get(ctx, "n")
+	must(t, err)
+	if string(got) != "60" {
+		t.Fatalf("counter = %s after 3 processes × 20 increments", got)
+	}
+}
+
+func casIncrements(t *testing.T, dir string) {
+	ctx := context.Background()
+	b, err := objstore.OpenDir(dir)
+	must(t, err)
+	for done := 0; done < 20; {
+		data, in, err := b.Get(ctx, "n")
+		must(t, err)
+		n, err := strconv.Atoi(string(data))
+		must(t, err)
+		if _, err := b.PutIfMatch(ctx, "n", []byte(strconv.Itoa(n+1)), in.ETag); err == nil {
+			done++
+		} else if !errors.Is(err, objstore.ErrPrecondition) {
+			t.Fatal(err)
+		}
 	}
 }

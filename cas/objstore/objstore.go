@@ -1,13 +1,32 @@
 // Package objstore is the object-storage seam of a reynfs remote: a flat
 // namespace of keys under one prefix, with the few operations a replica
-// needs (rewind/replica has the layout and the ordering it keeps). Two
-// backends implement it: a directory (file://, for a shared or local
-// disk) and S3-compatible storage (s3:// and s3+http://, through
-// minio-go). Conformance (objstoretest) is what a backend must pass.
+// needs (rewind/replica has the layout and the ordering it keeps).
+//
+// Open takes the remote's URL. Two backends implement the interface:
+//
+//   - file:///abs/dir (dir.go): a directory, maybe shared with other
+//     users. Opened beneath a root fd, never through a symlink; writes are
+//     a synced O_EXCL temp file committed under an flock (rename, link(2)
+//     for PutIfAbsent, re-hash and rename for PutIfMatch), the directory
+//     fsynced before the write returns. ETag: hex BLAKE3 of the content.
+//     A key cannot also be the "directory" of others (a and a/b).
+//   - s3://host[:port]/bucket[/prefix] and s3+http:// (s3.go): minio-go,
+//     conditional PUTs with If-None-Match: * and If-Match, the server's
+//     clock from its Date header. Credentials come from the AWS variables
+//     or profile, never from the URL.
+//
+// SelfTest is what `reynfs remote add` runs: a server that ignores a
+// conditional write cannot hold a lease and is refused (ErrUnsupported).
+// objstoretest is the conformance suite every backend passes (and
+// StartVersityGW, the S3 server the tests use); objstorefake is an
+// in-memory backend with a fault injector for other packages' tests.
 //
 // Every method is safe for concurrent use. Errors wrap ErrNotExist,
-// ErrPrecondition or ErrUnsupported where those apply; anything else is
-// the backend's failure (network, permission, disk), named with the key.
+// ErrPrecondition, ErrUnsupported or ErrInvalidKey where those apply;
+// anything else is the backend's failure (network, permission, disk),
+// named with the key. A conditional write whose reply was lost may be
+// retried by the client library and then report ErrPrecondition although
+// it was applied: after a lost race, re-read the object and compare.
 package objstore
 
 import (

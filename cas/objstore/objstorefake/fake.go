@@ -76,7 +76,8 @@ type Backend struct {
 	paused  chan struct{} // closed when resumed; nil when not paused
 	clock   func() time.Time
 	ignore  map[Op]bool // conditions ignored: OpPutIfAbsent, OpPutIfMatch
-	ignoreM bool        // PutIfMatch on a missing key writes (versitygw 1.8.0)
+	ignoreM bool        // PutIfMatch on a missing key writes
+	hook    func(op Op, key string) error
 }
 
 var _ objstore.Backend = (*Backend)(nil)
@@ -109,6 +110,15 @@ func (b *Backend) DropAfterWrite(op Op, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.faults[op] = append(b.faults[op], &fault{n: n, err: ErrDropped, drop: true})
+}
+
+// SetHook calls fn before every request (after latency and a pause);
+// an error from it fails the request before it does anything. It picks
+// requests by key, e.g. the first segment PUT; nil removes it.
+func (b *Backend) SetHook(fn func(op Op, key string) error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hook = fn
 }
 
 // SetLatency delays every request by d (0: none).
@@ -156,8 +166,9 @@ func (b *Backend) IgnoreCondition(op Op) {
 	b.ignore[op] = true
 }
 
-// IgnoreMatchOnMissing makes PutIfMatch on a missing key write it, as
-// versitygw 1.8.0 does; an existing key is still compared.
+// IgnoreMatchOnMissing makes PutIfMatch on a missing key write it (some
+// servers do; versitygw 1.8.0 does not, it answers 404); an existing key
+// is still compared.
 func (b *Backend) IgnoreMatchOnMissing() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -202,7 +213,7 @@ func (b *Backend) String() string { return "fake://" + b.name }
 func (b *Backend) enter(ctx context.Context, op Op, key string) (drop error, err error) {
 	b.mu.Lock()
 	b.stats.Requests[op]++
-	lat, paused := b.latency, b.paused
+	lat, paused, hook := b.latency, b.paused, b.hook
 	var due *fault
 	fs := b.faults[op]
 	for i := 0; i < len(fs); i++ {
@@ -241,6 +252,11 @@ func (b *Backend) enter(ctx context.Context, op Op, key string) (drop error, err
 		case <-paused:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+	}
+	if hook != nil {
+		if err := hook(op, key); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", op, key, err)
 		}
 	}
 	if due != nil && !due.drop {

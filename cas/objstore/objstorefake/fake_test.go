@@ -3,6 +3,8 @@ package objstorefake_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"testing"
@@ -90,6 +92,24 @@ func TestFaults(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Put after Resume: %v", err)
 	}
+
+	// A hook picks requests by key.
+	b.SetHook(func(op objstorefake.Op, key string) error {
+		if op == objstorefake.OpPut && strings.HasSuffix(key, ".seg") {
+			return objstorefake.ErrInjected
+		}
+		return nil
+	})
+	if err := b.Put(ctx, "ws/w/seg/1-1-2.seg", []byte("s")); !errors.Is(err, objstorefake.ErrInjected) {
+		t.Fatalf("hooked Put: %v", err)
+	}
+	if err := b.Put(ctx, "packs/p.pack", []byte("p")); err != nil {
+		t.Fatalf("Put the hook lets through: %v", err)
+	}
+	if keys := b.Keys(); slices.Contains(keys, "ws/w/seg/1-1-2.seg") {
+		t.Fatalf("the hooked Put wrote: %q", keys)
+	}
+	b.SetHook(nil)
 
 	// The clock is the test's.
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
