@@ -84,7 +84,7 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	if checkStoreExists(dest, store) == nil {
 		return fmt.Errorf("%w: %s holds a store already; clone makes a new one (--store names another)", errUsage, store)
 	}
-	b, err := openRemote(raw)
+	b, err := openRemote(ctx, raw)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,29 +18,19 @@ import (
 	"github.com/reynfs/reynfs/rewind/replica"
 )
 
-const remoteURLHelp = `A remote URL is file:///ABSOLUTE/DIR (a local or shared directory). S3 remotes
-(s3://BUCKET/PREFIX) come with the S3 backend; credentials are never stored in the store.`
+const remoteURLHelp = `A remote URL is file:///ABSOLUTE/DIR (a local or shared directory),
+s3://HOST[:PORT]/BUCKET[/PREFIX] or s3+http://HOST:PORT/BUCKET[/PREFIX] (S3 credentials
+from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE; never in the URL, never
+stored in the store).`
 
-// openRemote opens the object store a remote URL names.
-func openRemote(raw string) (objstore.Backend, error) {
-	u, err := url.Parse(raw)
+// openRemote opens the object store a remote URL names. objstore.Open
+// makes no request: what it refuses is the URL (or a missing directory).
+func openRemote(ctx context.Context, raw string) (objstore.Backend, error) {
+	b, err := objstore.Open(ctx, raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: remote URL %q: %v", errUsage, raw, err)
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	switch u.Scheme {
-	case "file":
-		if u.Host != "" && u.Host != "localhost" || !filepath.IsAbs(u.Path) || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("%w: remote URL %q: want file:///ABSOLUTE/DIR", errUsage, raw)
-		}
-		b, err := objstore.OpenDir(u.Path)
-		if err != nil {
-			return nil, fmt.Errorf("remote %s: %w", raw, err)
-		}
-		return b, nil
-	case "s3", "s3+http":
-		return nil, fmt.Errorf("%w: remote URL %q: S3 remotes are not available in this build yet; use file:///DIR", errUsage, raw)
-	}
-	return nil, fmt.Errorf("%w: remote URL %q: want file:///ABSOLUTE/DIR", errUsage, raw)
+	return b, nil
 }
 
 // openUnmounted opens a workspace's store for a command that works on an
@@ -131,7 +120,7 @@ func runRemoteAdd(ctx context.Context, o remoteOptions, name, raw string) error 
 	if err := replica.CheckName(name); err != nil {
 		return fmt.Errorf("%w: remote %v", errUsage, err)
 	}
-	b, err := openRemote(raw)
+	b, err := openRemote(ctx, raw)
 	if err != nil {
 		return err
 	}
@@ -272,7 +261,7 @@ func runPush(ctx context.Context, o pushOptions, name string) error {
 	if !ok {
 		return fmt.Errorf("%w: no remote %s ('reynfs remote add %s URL' names one)", errUsage, name, name)
 	}
-	b, err := openRemote(u)
+	b, err := openRemote(ctx, u)
 	if err != nil {
 		return err
 	}
