@@ -286,6 +286,10 @@ type recorder struct {
 	log []request
 	// before, when set, runs before each request is passed on.
 	before func(op, key string)
+	// lostReply, when set and true for a conditional write, applies it,
+	// then sends it again and returns that answer: a client library
+	// retrying a write whose reply was lost (ErrPrecondition).
+	lostReply func(op, key string) bool
 }
 
 type request struct {
@@ -330,11 +334,21 @@ func (r *recorder) Put(ctx context.Context, key string, data []byte) error {
 
 func (r *recorder) PutIfAbsent(ctx context.Context, key string, data []byte) (objstore.Info, error) {
 	r.note("putifabsent", key, data)
+	if r.lostReply != nil && r.lostReply("putifabsent", key) {
+		if _, err := r.Backend.PutIfAbsent(ctx, key, data); err != nil {
+			return objstore.Info{}, err
+		}
+	}
 	return r.Backend.PutIfAbsent(ctx, key, data)
 }
 
 func (r *recorder) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (objstore.Info, error) {
 	r.note("putifmatch", key, data)
+	if r.lostReply != nil && r.lostReply("putifmatch", key) {
+		if _, err := r.Backend.PutIfMatch(ctx, key, data, etag); err != nil {
+			return objstore.Info{}, err
+		}
+	}
 	return r.Backend.PutIfMatch(ctx, key, data, etag)
 }
 

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -174,7 +175,11 @@ func (p *pusher) lease() error {
 			Holder: p.holder, Expires: expiry(now, p.o.TTL)}
 		info, err := p.b.PutIfAbsent(p.ctx, key, h.Encode())
 		if errors.Is(err, objstore.ErrPrecondition) {
-			return fmt.Errorf("%w: another writer created it meanwhile", ErrLocked)
+			data, ginfo, gerr := p.b.Get(p.ctx, key)
+			if gerr != nil || !bytes.Equal(data, h.Encode()) {
+				return fmt.Errorf("%w: another writer created it meanwhile", ErrLocked)
+			}
+			info, err = ginfo, nil // ours: a retried write whose reply was lost
 		}
 		if err != nil {
 			return err
@@ -218,9 +223,16 @@ func expiry(now time.Time, ttl time.Duration) time.Time { return now.Add(ttl).UT
 // PutIfMatch (invariant 3); h becomes p.head only when it is written.
 func (p *pusher) writeHead(h *Head) error {
 	key := HeadKey(p.ws)
-	info, err := p.b.PutIfMatch(p.ctx, key, h.Encode(), p.etag)
+	want := h.Encode()
+	info, err := p.b.PutIfMatch(p.ctx, key, want, p.etag)
 	if errors.Is(err, objstore.ErrPrecondition) {
-		data, _, gerr := p.b.Get(p.ctx, key)
+		data, ginfo, gerr := p.b.Get(p.ctx, key)
+		if gerr == nil && bytes.Equal(data, want) {
+			// Our write, applied: its reply was lost and the client
+			// retried it (only this process writes its own holder).
+			p.head, p.etag = h, ginfo.ETag
+			return nil
+		}
 		if gerr == nil {
 			if h, derr := DecodeHead(key, data); derr == nil {
 				if h.Epoch() > p.head.Epoch() {

@@ -367,4 +367,36 @@ func TestPushResumes(t *testing.T) {
 	}
 }
 
+// TestPushLostReply: a conditional write of HEAD that was applied, whose
+// reply was lost and whose retry then failed its condition, is taken for
+// the push's own (HEAD holds exactly what it wrote): the push goes on.
+func TestPushLostReply(t *testing.T) {
+	ctx := context.Background()
+	s := newSource(t)
+	at := history(t, s)
+	fake := objstorefake.New("lost")
+	rec := &recorder{Backend: fake}
+	rec.lostReply = func(op, key string) bool { return key == HeadKey("w") }
+	res, err := PushWith(ctx, s.j, rec, "w", Options{SegmentSize: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Through != s.j.Head() || res.Segments < 2 {
+		t.Fatalf("push through %d in %d segments, want %d in several", res.Through, res.Segments, s.j.Head())
+	}
+	data, _, err := fake.Get(ctx, HeadKey("w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := DecodeHead(HeadKey("w"), data)
+	if err != nil || h.Seq != s.j.Head() {
+		t.Fatalf("HEAD %+v, %v", h, err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	if _, err := Clone(ctx, fake, "w", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	checkClone(t, s.j, at, openClone(t, dir), s.j.Head())
+}
+
 var _ objstore.Backend = (*recorder)(nil)
