@@ -379,6 +379,11 @@ func (c *cloner) write(recs []*journal.Record) error {
 			return err
 		}
 	}
+	if d := c.head.Dropped; d != nil {
+		if err := rewind.SetDroppedGenerations(c.j, d.Gens, d.Below); err != nil {
+			return err
+		}
+	}
 	return rewind.Reindex(c.j)
 }
 

@@ -119,3 +119,54 @@ func TestCloneTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestCloneAfterRetention: a store whose collector dropped old records
+// and generations pushes what it retains; every retained target names
+// the same state in the clone, generation ids included, and the floor
+// comes along.
+func TestCloneAfterRetention(t *testing.T) {
+	ctx := context.Background()
+	s := newSource(t)
+	at := history(t, s)
+	if _, err := rewind.Retain(s.j, 2, false); err != nil {
+		t.Fatal(err)
+	}
+	floor, err := s.j.Floor()
+	if err != nil || floor <= 1 {
+		t.Fatalf("floor after retention %d, %v", floor, err)
+	}
+	fake := objstorefake.New("retained")
+	if _, err := Push(ctx, s.j, fake, "w"); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	if _, err := Clone(ctx, fake, "w", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	cj := openClone(t, dir)
+	if f, err := cj.Floor(); err != nil || f != floor {
+		t.Errorf("clone's floor %d, %v; want %d", f, err, floor)
+	}
+	retained := map[string]uint64{}
+	for name, seq := range at {
+		if _, err := rewind.Resolve(s.j, strconv.FormatUint(seq, 10)); err == nil {
+			retained[name] = seq
+		}
+	}
+	if len(retained) < 2 {
+		t.Fatalf("retention kept %v of %v", retained, at)
+	}
+	gens, err := rewind.Timeline(s.j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gens {
+		id := "g" + strconv.Itoa(g.ID)
+		a, aerr := rewind.Resolve(s.j, id)
+		b, berr := rewind.Resolve(cj, id)
+		if aerr != nil || berr != nil || a != b {
+			t.Errorf("%s names seq %d (%v) in the source, %d (%v) in the clone", id, a, aerr, b, berr)
+		}
+	}
+	checkClone(t, s.j, retained, cj, s.j.Head())
+}

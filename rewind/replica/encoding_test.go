@@ -204,6 +204,8 @@ func TestHeadExact(t *testing.T) {
 		"no holder":      func(h *Head) { h.Holder.Store = "" },
 		"format":         func(h *Head) { h.Format = 2 },
 		"parent":         func(h *Head) { h.Parent = &Parent{WS: "p"} },
+		"dropped 0":      func(h *Head) { h.Dropped = &Dropped{Gens: 0, Below: 3} },
+		"dropped past":   func(h *Head) { h.Dropped = &Dropped{Gens: 2, Below: 14} },
 	}
 	for name, f := range bad {
 		h := testHead()

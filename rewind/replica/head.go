@@ -67,6 +67,15 @@ type Head struct {
 	Holder  Holder    `json:"holder"`
 	Expires time.Time `json:"expires"`
 	Parent  *Parent   `json:"parent,omitempty"`
+	// Dropped: the writer's collections dropped Gens generations, all
+	// below seq Below; generation ids (gN) count them, so a clone does.
+	Dropped *Dropped `json:"dropped,omitempty"`
+}
+
+// Dropped counts the generations retention dropped before the floor.
+type Dropped struct {
+	Gens  int    `json:"gens"`
+	Below uint64 `json:"below"`
 }
 
 // Epoch e's segments are valid from First up to the next epoch's First-1.
@@ -126,6 +135,8 @@ func DecodeHead(key string, b []byte) (*Head, error) {
 		return nil, bad("no holder")
 	case h.Parent != nil && (h.Parent.WS == "" || h.Parent.Seq == 0):
 		return nil, bad("parent %+v", *h.Parent)
+	case h.Dropped != nil && (h.Dropped.Gens <= 0 || h.Dropped.Below > h.Seq+1):
+		return nil, bad("dropped %+v", *h.Dropped)
 	}
 	for i, e := range h.Epochs {
 		if e.Epoch == 0 || i > 0 && (e.Epoch <= h.Epochs[i-1].Epoch || e.First <= h.Epochs[i-1].First) {

@@ -11,6 +11,7 @@ import (
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cas/objstore"
 	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
 )
 
 var (
@@ -352,6 +353,11 @@ func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
 	}
 	next := *p.head
 	next.Seq, next.Floor, next.Expires = last, min(floor, last+1), expiry(now, p.o.TTL)
+	if n, below, err := rewind.DroppedGenerations(p.j); err != nil {
+		return err
+	} else if n > 0 {
+		next.Dropped = &Dropped{Gens: n, Below: min(below, last+1)}
+	}
 	if err := p.writeHead(&next); err != nil {
 		return err
 	}
