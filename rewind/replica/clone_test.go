@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -64,6 +65,16 @@ func checkClone(t *testing.T, src *journal.Journal, at map[string]uint64, cj *jo
 		if a, b := stateRoot(t, src, seq), stateRoot(t, cj, seq); a != b {
 			t.Errorf("%s (seq %d) names %s in the source, %s in the clone", name, seq, a.Short(), b.Short())
 		}
+		a, aerr := rewind.AgentStates(src, seq)
+		b, berr := rewind.AgentStates(cj, seq)
+		if aerr != nil || berr != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("%s (seq %d): agent states %v (%v) in the source, %v (%v) in the clone", name, seq, a, aerr, b, berr)
+		}
+		for agent, h := range b {
+			if _, err := cj.Objects().Get(h); err != nil {
+				t.Errorf("%s (seq %d): agent %s's state %s: %v", name, seq, agent, h.Short(), err)
+			}
+		}
 	}
 	rep, err := rewind.Fsck(cj)
 	if err != nil {
@@ -86,6 +97,9 @@ func TestCloneTargets(t *testing.T) {
 			b := mk(t)
 			if _, err := Push(ctx, s.j, b, "proj"); err != nil {
 				t.Fatal(err)
+			}
+			if st, err := rewind.AgentStates(s.j, at["head"]); err != nil || st["claude"].IsZero() {
+				t.Fatalf("the history saved no agent state: %v, %v", st, err)
 			}
 			gen, err := rewind.Resolve(s.j, "g3")
 			if err != nil || gen != at["g-second"] {
