@@ -57,7 +57,8 @@ func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res
 		}
 	}()
 	c := &cloner{ctx: ctx, b: b, ws: ws, res: &CloneResult{Remote: b.String(), WS: ws}}
-	if _, err := remoteConfig(ctx, b, false); err != nil {
+	cfg, err := remoteConfig(ctx, b, false)
+	if err != nil {
 		return nil, err
 	}
 	recs, err := c.records()
@@ -77,6 +78,9 @@ func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res
 		}
 	}()
 	c.j = j
+	if c.loc, err = newLocal(j, cfg); err != nil {
+		return nil, err
+	}
 	if err := c.objects(recs); err != nil {
 		return nil, err
 	}
@@ -98,6 +102,7 @@ type cloner struct {
 	res  *CloneResult
 	// where: every object the index files name, and the pack holding it.
 	where map[cas.Hash]located
+	loc   local
 }
 
 type located struct {
@@ -285,7 +290,19 @@ func (c *cloner) objects(recs []*journal.Record) error {
 		}
 	}
 	delete(data, cas.Zero)
-	return c.fetch(slices.Collect(maps.Keys(data)), nil)
+	if err := c.fetch(slices.Collect(maps.Keys(data)), nil); err != nil {
+		return err
+	}
+	// The remote holds all of it, each tree whole: a push from the clone
+	// (a new workspace in the same remote) sends none of it again.
+	held := make(map[cas.Hash]byte, len(seen)+len(data))
+	for h := range data {
+		held[h] = holdsData
+	}
+	for h := range seen {
+		held[h] = holdsTree | holdsData
+	}
+	return c.loc.markHeld(held)
 }
 
 // fetch stores the objects hs names that the store lacks, reading each

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -183,4 +184,55 @@ func TestCloneAfterRetention(t *testing.T) {
 		}
 	}
 	checkClone(t, s.j, retained, cj, s.j.Head())
+}
+
+// TestPushFromClone: a clone knows the remote holds everything it
+// fetched: pushing it as a new workspace sends records only, and that
+// workspace clones to the same states; pushing it over the workspace it
+// came from is refused (another store wrote it).
+func TestPushFromClone(t *testing.T) {
+	ctx := context.Background()
+	s := newSource(t)
+	at := history(t, s)
+	fake := objstorefake.New("fork")
+	if _, err := Push(ctx, s.j, fake, "w"); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	if _, err := Clone(ctx, fake, "w", dir, strconv.FormatUint(at["mid"], 10)); err != nil {
+		t.Fatal(err)
+	}
+	cj := openClone(t, dir)
+	if _, err := Push(ctx, cj, fake, "w"); !errors.Is(err, ErrNotOurs) {
+		t.Fatalf("push of the clone over its origin = %v, want ErrNotOurs", err)
+	}
+	fake.Reset()
+	res, err := Push(ctx, cj, fake, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The clone's own reset and generation name the state at mid, whose
+	// tree no generation had: its root and the directories on the paths
+	// changed since the previous generation are new, nothing else.
+	if res.Objects > 3 || res.Through != cj.Head() {
+		t.Errorf("push of the clone as w2: %+v; want its records and the new state's few inode objects", res)
+	}
+	if n := fake.Count(objstorefake.OpGet); n != 2 {
+		t.Errorf("push of the clone made %d GETs, want 2 (config, HEAD)", n)
+	}
+	dir2 := filepath.Join(t.TempDir(), "db")
+	if _, err := Clone(ctx, fake, "w2", dir2, ""); err != nil {
+		t.Fatal(err)
+	}
+	delete(at, "head")
+	checkClone(t, cj, at, openClone(t, dir2), cj.Head())
+
+	// A clone at head has nothing of its own: no object at all.
+	dir3 := filepath.Join(t.TempDir(), "db")
+	if _, err := Clone(ctx, fake, "w", dir3, ""); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Push(ctx, openClone(t, dir3), fake, "w3"); err != nil || res.Objects != 0 || res.Packs != 0 {
+		t.Errorf("push of a clone at head as w3: %+v, %v; want no object", res, err)
+	}
 }
