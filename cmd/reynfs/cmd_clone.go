@@ -35,7 +35,8 @@ store for DIR, make the state TARGET names live (any rewind target: a seq, gN, -
 label, a branch; by default the remote's head) and write it into DIR, which must be
 missing or empty. Every target names the same state in the clone as in the workspace
 it came from. WS defaults to DIR's base name. 'reynfs mount DIR' then continues from
-there.
+there; the remote is named "origin" in the new store ('reynfs push --ws NEW' pushes the
+clone as a new workspace there, sending only what the clone added).
 
 ` + remoteURLHelp + "\n\n" + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(2)),
@@ -103,7 +104,7 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 		if res, err = replica.Clone(ctx, b, ws, db, o.at); err != nil {
 			return err
 		}
-		return exportLive(db, dest)
+		return exportLive(db, dest, b.String())
 	})
 	if err != nil {
 		return err
@@ -116,9 +117,10 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	return nil
 }
 
-// exportLive writes the live state of the store db into dir, and
-// records that dir holds it (daemon.Adopt), so that mount serves it.
-func exportLive(db, dir string) error {
+// exportLive writes the live state of the store db into dir, records
+// that dir holds it (daemon.Adopt), so that mount serves it, and names
+// the remote it came from "origin".
+func exportLive(db, dir, origin string) error {
 	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop()})
 	if err != nil {
 		return err
@@ -136,5 +138,8 @@ func exportLive(db, dir string) error {
 	if err := rewind.Export(t, nil, dir); err != nil {
 		return err
 	}
-	return daemon.Adopt(j, dir, root, since)
+	if err := daemon.Adopt(j, dir, root, since); err != nil {
+		return err
+	}
+	return replica.SetRemote(j, "origin", origin)
 }

@@ -121,6 +121,12 @@ func TestRemotePushClone(t *testing.T) {
 	}
 
 	checkAdopted(t, clone)
+	if code := run([]string{"push", "--ws", "proj", "--dir", clone}); code != exitFailure {
+		t.Errorf("push of the clone over the workspace it came from: exit %d, want %d", code, exitFailure)
+	}
+	if code := run([]string{"push", "origin", "--dir", clone}); code != 0 { // as "copy"
+		t.Errorf("push of the clone as a new workspace: exit %d", code)
+	}
 
 	for _, c := range []struct {
 		args []string
