@@ -81,6 +81,9 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	} else if store, err = absPath(store); err != nil {
 		return err
 	}
+	if within(store, dest) || within(dest, store) {
+		return fmt.Errorf("%w: store %s and directory %s overlap (mounting over your own store deadlocks)", errUsage, store, dest)
+	}
 	db := daemon.DBPath(store)
 	if checkStoreExists(dest, store) == nil {
 		return fmt.Errorf("%w: %s holds a store already; clone makes a new one (--store names another)", errUsage, store)
@@ -142,4 +145,9 @@ func exportLive(db, dir, origin string) error {
 		return err
 	}
 	return replica.SetRemote(j, "origin", origin)
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }

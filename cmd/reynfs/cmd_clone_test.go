@@ -121,6 +121,7 @@ func TestRemotePushClone(t *testing.T) {
 	}
 
 	checkAdopted(t, clone)
+	overlap := filepath.Join(t.TempDir(), "y")
 	if code := run([]string{"push", "--ws", "proj", "--dir", clone}); code != exitFailure {
 		t.Errorf("push of the clone over the workspace it came from: exit %d, want %d", code, exitFailure)
 	}
@@ -135,6 +136,7 @@ func TestRemotePushClone(t *testing.T) {
 		{[]string{"clone", "ftp://x#w", filepath.Join(t.TempDir(), "x")}, exitUsage},
 		{[]string{"clone", url + "#bad/name", filepath.Join(t.TempDir(), "x")}, exitUsage},
 		{[]string{"clone", url + "#proj", clone}, exitUsage}, // not empty
+		{[]string{"clone", url + "#proj", overlap, "--store", filepath.Join(overlap, "s")}, exitUsage},
 		{[]string{"clone", url + "#nope", filepath.Join(t.TempDir(), "x")}, exitFailure},
 		{[]string{"remote", "add", "origin", url, "--dir", proj}, exitUsage}, // exists
 		{[]string{"remote", "add", "b/c", url, "--dir", proj}, exitUsage},
