@@ -186,6 +186,12 @@ func history(t *testing.T, s *source) map[string]uint64 {
 		t.Fatal(err)
 	}
 	s.write(t, "after.txt", []byte("after the rewind\n"))
+	// A restore record names a subtree of an older state.
+	if _, err := s.rw.Restore("src/deep", at["g-first"], ".reynfs"); err != nil {
+		t.Fatal(err)
+	}
+	s.sync(t)
+	at["restored"] = s.j.Head()
 	at["g-after"] = s.cut(t, "after")
 	s.write(t, "tail.txt", []byte("not in a generation\n"))
 	s.sync(t)
