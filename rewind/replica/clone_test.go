@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -234,5 +236,56 @@ func TestPushFromClone(t *testing.T) {
 	}
 	if res, err := Push(ctx, openClone(t, dir3), fake, "w3"); err != nil || res.Objects != 0 || res.Packs != 0 {
 		t.Errorf("push of a clone at head as w3: %+v, %v; want no object", res, err)
+	}
+}
+
+// TestCloneReportsDamage: a flipped byte in a pack, an index or a
+// segment on the directory backend fails the clone with ErrCorrupt
+// naming the object, and leaves no store behind.
+func TestCloneReportsDamage(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{".pack", ".idx", ".seg"} {
+		t.Run(kind, func(t *testing.T) {
+			root := t.TempDir()
+			b, err := objstore.OpenDir(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s2 := newSource(t)
+			s2.write(t, "f", pattern(7, 100000))
+			s2.cut(t, "one")
+			if _, err := Push(ctx, s2.j, b, "w"); err != nil {
+				t.Fatal(err)
+			}
+			var victim string
+			err = b.List(ctx, "", func(i objstore.Info) error {
+				if strings.HasSuffix(i.Key, kind) && victim == "" {
+					victim = i.Key
+				}
+				return nil
+			})
+			if err != nil || victim == "" {
+				t.Fatalf("no %s object: %v", kind, err)
+			}
+			path := filepath.Join(root, filepath.FromSlash(victim))
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[len(data)/2] ^= 1
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "db")
+			_, err = Clone(ctx, b, "w", dir, "")
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), victim) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("clone with %s damaged = %v; want ErrCorrupt naming it on one line", victim, err)
+			}
+			for _, p := range []string{dir, journal.LogPath(dir), journal.ManifestPath(dir)} {
+				if _, err := os.Lstat(p); err == nil {
+					t.Errorf("a failed clone left %s", p)
+				}
+			}
+		})
 	}
 }
