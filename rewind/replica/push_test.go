@@ -341,22 +341,34 @@ func TestPushResumes(t *testing.T) {
 		name string
 		op   objstorefake.Op
 		n    int
-	}{{"pack", objstorefake.OpPut, 1}, {"head", objstorefake.OpPutIfMatch, 2}, {"segment", objstorefake.OpPut, 3}} {
+	}{{"first-pack", objstorefake.OpPut, 1}, {"head", objstorefake.OpPutIfMatch, 2}, {"third-put", objstorefake.OpPut, 3}, {"later-put", objstorefake.OpPut, 9}} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			s := newSource(t)
 			at := history(t, s)
+			other := objstorefake.New("whole")
+			if _, err := PushWith(ctx, s.j, other, "w", Options{SegmentSize: 300}); err != nil {
+				t.Fatal(err)
+			}
+			whole := other.Stats().BytesIn
 			fake := objstorefake.New(c.name)
 			fake.DropAfterWrite(c.op, c.n)
 			if _, err := PushWith(ctx, s.j, fake, "w", Options{SegmentSize: 300}); !errors.Is(err, objstorefake.ErrDropped) {
 				t.Fatalf("push with a dropped %s = %v", c.op, err)
 			}
+			fake.Reset()
 			res, err := PushWith(ctx, s.j, fake, "w", Options{SegmentSize: 300})
 			if err != nil {
 				t.Fatal(err)
 			}
+			resumed := fake.Stats().BytesIn
 			if res.Through != s.j.Head() {
 				t.Fatalf("resumed push reached %d, want %d", res.Through, s.j.Head())
+			}
+			// What an index written before the drop names is not sent
+			// again: the resumed push writes less than a whole push.
+			if c.name != "first-pack" && resumed >= whole {
+				t.Errorf("the resumed push wrote %d bytes, a whole push %d", resumed, whole)
 			}
 			dir := filepath.Join(t.TempDir(), "db")
 			if _, err := Clone(ctx, fake, "w", dir, ""); err != nil {
