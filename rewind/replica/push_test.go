@@ -356,6 +356,13 @@ func TestPushResumes(t *testing.T) {
 			if _, err := PushWith(ctx, s.j, fake, "w", Options{SegmentSize: 300}); !errors.Is(err, objstorefake.ErrDropped) {
 				t.Fatalf("push with a dropped %s = %v", c.op, err)
 			}
+			before, had := map[string]bool{}, map[cas.Hash]bool{}
+			for k, hs := range indexed(t, fake) {
+				before[k] = true
+				for h := range hs {
+					had[h] = true
+				}
+			}
 			fake.Reset()
 			res, err := PushWith(ctx, s.j, fake, "w", Options{SegmentSize: 300})
 			if err != nil {
@@ -366,7 +373,17 @@ func TestPushResumes(t *testing.T) {
 				t.Fatalf("resumed push reached %d, want %d", res.Through, s.j.Head())
 			}
 			// What an index written before the drop names is not sent
-			// again: the resumed push writes less than a whole push.
+			// again, and the resumed push writes less than a whole push.
+			for k, hs := range indexed(t, fake) {
+				if before[k] {
+					continue
+				}
+				for h := range hs {
+					if had[h] {
+						t.Errorf("the resumed push sent %s again (in %s), which an index written before the drop names", h.Short(), k)
+					}
+				}
+			}
 			if c.name != "first-pack" && resumed >= whole {
 				t.Errorf("the resumed push wrote %d bytes, a whole push %d", resumed, whole)
 			}
@@ -409,6 +426,30 @@ func TestPushLostReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkClone(t, s.j, at, openClone(t, dir), s.j.Head())
+}
+
+// indexed returns, for each index file in the fake, the objects it names.
+func indexed(t *testing.T, fake *objstorefake.Backend) map[string]map[cas.Hash]bool {
+	t.Helper()
+	out := map[string]map[cas.Hash]bool{}
+	for _, k := range fake.Keys() {
+		if !strings.HasSuffix(k, ".idx") {
+			continue
+		}
+		data, _, err := fake.Get(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := DecodeIndex(k, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[k] = map[cas.Hash]bool{}
+		for _, e := range x.Entries {
+			out[k][e.Hash] = true
+		}
+	}
+	return out
 }
 
 var _ objstore.Backend = (*recorder)(nil)
