@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,7 +175,7 @@ func cover(segs []seg, from, to uint64) []seg {
 		by[s.first] = append(by[s.first], s)
 	}
 	for _, l := range by {
-		slices.SortFunc(l, func(a, b seg) int { return -cmpU(a.last, b.last) })
+		slices.SortFunc(l, func(a, b seg) int { return cmp.Compare(b.last, a.last) })
 	}
 	dead := map[uint64]bool{}
 	var walk func(at uint64) []seg
@@ -194,16 +195,6 @@ func cover(segs []seg, from, to uint64) []seg {
 		return nil
 	}
 	return walk(from)
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // indexes reads every pack index of the remote.
