@@ -289,3 +289,32 @@ func TestCloneReportsDamage(t *testing.T) {
 		})
 	}
 }
+
+// TestCover: the tiling of 1..to prefers long segments and backtracks
+// from a dead end; nil when no tiling exists.
+func TestCover(t *testing.T) {
+	s := func(first, last uint64) seg { return seg{key: fmt.Sprintf("%d-%d", first, last), first: first, last: last} }
+	keys := func(c []seg) string {
+		var out []string
+		for _, x := range c {
+			out = append(out, x.key)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct {
+		segs []seg
+		to   uint64
+		want string
+	}{
+		{[]seg{s(1, 5), s(6, 10)}, 10, "1-5 6-10"},
+		{[]seg{s(1, 5), s(1, 8), s(6, 10), s(9, 9)}, 10, "1-5 6-10"}, // 1-8 leads to 9-9, then nothing
+		{[]seg{s(1, 5), s(1, 8), s(9, 10), s(6, 10)}, 10, "1-8 9-10"},
+		{[]seg{s(1, 5), s(7, 10)}, 10, ""},
+		{[]seg{s(2, 10)}, 10, ""},
+		{[]seg{s(1, 12)}, 10, ""},
+	} {
+		if got := keys(cover(c.segs, 1, c.to)); got != c.want {
+			t.Errorf("cover(%v, 1, %d) = %q, want %q", c.segs, c.to, got, c.want)
+		}
+	}
+}
