@@ -293,7 +293,9 @@ func TestCloneReportsDamage(t *testing.T) {
 // TestCover: the tiling of 1..to prefers long segments and backtracks
 // from a dead end; nil when no tiling exists.
 func TestCover(t *testing.T) {
-	s := func(first, last uint64) seg { return seg{key: fmt.Sprintf("%d-%d", first, last), first: first, last: last} }
+	s := func(first, last uint64) seg {
+		return seg{key: fmt.Sprintf("%d-%d", first, last), first: first, last: last}
+	}
 	keys := func(c []seg) string {
 		var out []string
 		for _, x := range c {
