@@ -104,6 +104,7 @@ type cloner struct {
 	// where: every object the index files name, and the pack holding it.
 	where map[cas.Hash]located
 	loc   local
+	trees map[string]openPack // tree packs read so far
 }
 
 type located struct {
@@ -325,16 +326,10 @@ func (c *cloner) fetch(hs []cas.Hash, visit func(cas.Blob) error) error {
 		byPack[l.pack] = append(byPack[l.pack], l.e)
 	}
 	for _, id := range slices.Sorted(maps.Keys(byPack)) {
-		pack, _, err := c.b.Get(c.ctx, PackKey(id))
+		pack, x, err := c.pack(id)
 		if err != nil {
 			return err
 		}
-		x, err := OpenPack(id, pack)
-		if err != nil {
-			return err
-		}
-		c.res.Packs++
-		c.res.Bytes += int64(len(pack))
 		var blobs []cas.Blob
 		for _, e := range byPack[id] {
 			in, ok := x.Find(e.Hash)
@@ -360,6 +355,37 @@ func (c *cloner) fetch(hs []cas.Hash, visit func(cas.Blob) error) error {
 		}
 	}
 	return nil
+}
+
+// pack fetches and checks a whole pack. Tree packs are kept for the
+// clone's length: the tree walk reads them level by level, and they are
+// small next to the data.
+func (c *cloner) pack(id string) ([]byte, *Index, error) {
+	if p, ok := c.trees[id]; ok {
+		return p.data, p.x, nil
+	}
+	data, _, err := c.b.Get(c.ctx, PackKey(id))
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := OpenPack(id, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.res.Packs++
+	c.res.Bytes += int64(len(data))
+	if x.Kind == KindTree {
+		if c.trees == nil {
+			c.trees = map[string]openPack{}
+		}
+		c.trees[id] = openPack{data, x}
+	}
+	return data, x, nil
+}
+
+type openPack struct {
+	data []byte
+	x    *Index
 }
 
 // write appends the records under their own seqs (their objects are

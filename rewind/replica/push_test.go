@@ -314,9 +314,15 @@ func TestPushDroppedBeforeHead(t *testing.T) {
 	if len(log) < 2 || log[0].key != ConfigKey || log[1].op != "get" || log[1].key != HeadKey("w") {
 		t.Errorf("clone's first requests %v: want the config, then HEAD", log[:min(2, len(log))])
 	}
+	packGets := map[string]int{}
 	for _, q := range log {
 		if _, first, _, ok := ParseSegmentKey("w", q.key); ok && first > old {
 			t.Errorf("clone read %s, which HEAD (seq %d) does not cover", q.key, old)
+		}
+		if q.op == "get" && strings.HasSuffix(q.key, ".pack") {
+			if packGets[q.key]++; packGets[q.key] == 2 {
+				t.Errorf("clone read %s more than once", q.key)
+			}
 		}
 	}
 	at["head"] = old
