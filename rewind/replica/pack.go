@@ -238,16 +238,6 @@ func OpenPack(id string, pack []byte) (*Index, error) {
 	return x, nil
 }
 
-// CheckIndexOf checks that idx (read from packs/<id>.idx) is the index
-// of the pack named id once the pack is read: the caller compares the
-// DataSum of both. Here: that an index read alone can be that pack's.
-func CheckIndexOf(id string, alone, inPack *Index) error {
-	if alone.DataSum != inPack.DataSum || len(alone.Entries) != len(inPack.Entries) || alone.Kind != inPack.Kind {
-		return fmt.Errorf("%s: %w: not the index of pack %s", IndexKey(id), ErrCorrupt, id)
-	}
-	return nil
-}
-
 // Object returns the object e names, given the bytes the pack stores for
 // it (pack[e.Off:e.Off+e.Stored]), after checking that it hashes to its
 // name. key names the pack in errors.
