@@ -27,6 +27,9 @@
 //	'o' + hash (32 B)       object bytes (format 1)            cas
 //	'n' + name              seq + time (8 B + 8 B, BE)         rewind (branch names)
 //	'p' + seq (8 B, BE)     empty (restore record index)       rewind
+//	'R' + kind + ...        remotes: names, shipped seq, the   rewind/replica
+//	                        objects a remote holds (replica's
+//	                        doc: "What the remote holds")
 //	"!badger!..."           Badger's own                       Badger
 //
 // Big-endian seqs make Badger's key order seq order, so Iter is one prefix

@@ -242,12 +242,24 @@ func (j *Journal) EnqueueSyncing(r *Record, blobs []cas.Blob) *Pending {
 }
 
 func (j *Journal) enqueue(r *Record, blobs []cas.Blob, wake bool) *Pending {
+	return j.enqueueAt(r, blobs, wake, 0)
+}
+
+// enqueueAt is enqueue; at, when not 0, is the seq r gets (EnqueueAt).
+func (j *Journal) enqueueAt(r *Record, blobs []cas.Blob, wake bool, at uint64) *Pending {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.admitLocked(); err != nil {
 		return &Pending{err: fmt.Errorf("append: %w", err)}
 	}
-	r.Seq = j.next
+	seq := j.next
+	if at != 0 {
+		if at < j.next {
+			return &Pending{err: fmt.Errorf("append at seq %d: %w: seqs up to %d are assigned already", at, ErrInvalid, j.next-1)}
+		}
+		seq = at
+	}
+	r.Seq = seq
 	if err := r.Validate(); err != nil {
 		r.Seq = 0
 		return &Pending{err: fmt.Errorf("append: %w", err)}
@@ -257,7 +269,7 @@ func (j *Journal) enqueue(r *Record, blobs []cas.Blob, wake bool) *Pending {
 		r.Seq = 0
 		return &Pending{err: fmt.Errorf("append: %w: %s record is %d bytes, more than %d", ErrInvalid, r.Op, len(val), MaxRecordSize)}
 	}
-	j.next++
+	j.next = r.Seq + 1
 	j.head.Store(r.Seq)
 	if r.Op == OpGeneration && j.marks != nil {
 		j.marks.noteGeneration(r.Seq)

@@ -196,3 +196,27 @@ func GenerationID(j *journal.Journal, seq uint64) (int, error) {
 	}
 	return 0, fmt.Errorf("%w: no generation at seq %d", ErrTarget, seq)
 }
+
+// DroppedGenerations returns how many generations collections dropped
+// from j and the seq they were all below: what keeps generation ids
+// (gN) stable. A replica ships them (rewind/replica), so that gN names
+// the same generation in a clone.
+func DroppedGenerations(j *journal.Journal) (n int, below uint64, err error) {
+	return droppedGens(j)
+}
+
+// SetDroppedGenerations records them in a store made from another's
+// records (a clone), before its generations are first listed.
+func SetDroppedGenerations(j *journal.Journal, n int, below uint64) error {
+	if n < 0 {
+		return fmt.Errorf("%w: %d dropped generations", ErrTarget, n)
+	}
+	g := genIndexOf(j)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := j.SetMeta(metaDroppedGens, fmt.Appendf(nil, "%d %d", n, below)); err != nil {
+		return err
+	}
+	g.loaded, g.seqs, g.recs = false, nil, nil
+	return nil
+}

@@ -3,7 +3,9 @@
 #
 # Idempotent: installs only the Debian packages that are missing (fuse3,
 # sqlite3, git, fio, and gcc/libc6-dev for `go test -race`), checks the Go
-# toolchain, checks /dev/fuse, and builds bin/reynfs. Run it from anywhere in
+# toolchain, checks /dev/fuse, builds bin/reynfs, and installs the S3
+# server the object-store tests run against (bin/versitygw, versity
+# gateway, only when missing or another version: ~4 min cold). Run it from anywhere in
 # a fresh clone:
 #
 #   bash scripts/install.sh
@@ -11,6 +13,8 @@
 # Environment:
 #   REYNFS_SKIP_APT=1   never call apt-get (only report what is missing)
 #   REYNFS_QUIET=1      print less
+#   REYNFS_SKIP_S3SERVER=1  do not install bin/versitygw (its tests then
+#                       skip; never honoured under CI=true)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -86,3 +90,22 @@ mkdir -p bin
 say "building bin/reynfs"
 go build -o bin/reynfs ./cmd/reynfs
 say "ok: $ROOT/bin/reynfs"
+
+# --- S3 server for tests (cas/objstore/objstoretest.StartVersityGW) ------------------
+# Keep in step with objstoretest.VersityVersion.
+VGW_MOD=github.com/versity/versitygw
+VGW_VERSION=v1.8.0
+vgw_have() { [[ -x bin/versitygw ]] && go version -m bin/versitygw 2>/dev/null | awk -v m="$VGW_MOD" '$1 == "mod" && $2 == m { print $3 }'; }
+if [[ "${REYNFS_SKIP_S3SERVER:-}" == 1 && "${CI:-}" != true ]]; then
+	say "versitygw: not installing (REYNFS_SKIP_S3SERVER=1; the S3 tests skip)"
+elif [[ "$(vgw_have)" == "$VGW_VERSION" ]]; then
+	say "versitygw: bin/versitygw $VGW_VERSION present"
+else
+	VGWLOG="${TMPDIR:-/tmp}/reynfs-install-versitygw.log"
+	say "versitygw: installing $VGW_VERSION into bin/ (go install, ~4 min cold; log: $VGWLOG)"
+	if ! GOBIN="$ROOT/bin" GOFLAGS= go install "$VGW_MOD/cmd/versitygw@$VGW_VERSION" >"$VGWLOG" 2>&1; then
+		tail -n 20 "$VGWLOG" >&2
+		die "go install versitygw failed (full log: $VGWLOG)"
+	fi
+	say "ok: $ROOT/bin/versitygw"
+fi

@@ -6,6 +6,7 @@
 # Steps, in order (a failed step does not stop the later checks, except a
 # failed install; the exit status is 1 if any step failed):
 #   1. scripts/install.sh   packages (fuse3, sqlite3, git, fio, gcc) + bin/reynfs
+#                           + bin/versitygw (the S3 server of cas/objstore's tests)
 #   2. gofmt -l             must print nothing
 #   3. go vet ./...
 #   4. dependency direction (go list based, see check_deps below)

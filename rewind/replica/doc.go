@@ -67,6 +67,45 @@
 // import, restore, agent state) the Merkle diff of that tree against the
 // set (a subtree whose inode object the remote holds is skipped whole).
 //
+// Two fields beyond the layout above: reynfs-remote.json also holds a
+// random id ({"format":1,"id":"<32 hex>"}), and the store's record of
+// what a remote holds is kept under that id, not the URL, so a remote
+// emptied and made again under the same URL starts with nothing known;
+// HEAD holds "dropped" ({gens, below}: the generations the writer's
+// retention dropped), so that gN names the same generation in a clone of
+// a collected store. Segments tile the seqs from 1 (the next starts at
+// last+1) and hold every record the writer retained in their range: a
+// seq without a record is one it had dropped below its floor. Every
+// encoding has an exact decoder (fuzzed): a reader verifies each
+// object's hash, each pack's and index's and segment's checksum, and
+// reports damage as ErrCorrupt naming the key.
+//
+// # Push and clone (push.go, clone.go)
+//
+// Push reads HEAD, takes the lease (creating HEAD with PutIfAbsent on
+// a first push), and sends the records after HEAD's seq a segment at a
+// time: the objects the segment's records reach that the remote lacks
+// go into tree and data packs, each pack written before its index; when
+// every pack of the segment is written, the objects are recorded
+// locally as held (an inode object as held with its subtree), then the
+// segment is written, then HEAD advanced by PutIfMatch (renewing the
+// lease), then the local shipped seq. At the end the lease is released
+// (HEAD's expiry set to the server's now). A push cut off anywhere
+// leaves HEAD at the last segment it covers; the next push resends
+// only what no written index names. A conditional write whose reply was
+// lost and whose retry failed is recognised by re-reading HEAD: it
+// holds exactly the bytes this push wrote (holder and all).
+//
+// Clone reads the config, then HEAD, then lists the segments of HEAD's
+// epochs and fetches a tiling of 1..HEAD's seq (a segment past it, left
+// by a push cut off before HEAD, is never read), then every index file,
+// then the objects the records reach, a whole pack at a time (trees
+// level by level, then data), each verified. It writes them into a new
+// store, then the records under their own seqs (journal.EnqueueAt),
+// sets the floor and the dropped-generation count, indexes the
+// generations, and makes the target live with a reset record (as an
+// offline rewind does) unless it is head.
+//
 // # The lease
 //
 // HEAD is also the single-writer lease: pushing (and continuous
@@ -76,4 +115,12 @@
 // epoch+1 and its own holder; the deposed writer's next PutIfMatch fails,
 // it re-reads HEAD, sees the newer epoch and stops: it refuses to push
 // and offers to fork what it has.
+//
+// This first slice pushes an unmounted store only, holds the lease for
+// one push (60 s, renewed with every HEAD it writes, no renewal loop),
+// and writes epoch 1 only: takeover is not built. It refuses a HEAD
+// another store wrote (ErrNotOurs) and an unexpired lease held from
+// another host (ErrLocked); an unexpired lease held by this store from
+// this host is a push that died (the store is locked by the process
+// pushing now), and is taken back.
 package replica

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+	"github.com/reynfs/reynfs/rewind/replica"
+)
+
+type cloneOptions struct {
+	storeOptions
+	at     string
+	asJSON bool
+}
+
+func newCloneCommand() *cobra.Command {
+	var o cloneOptions
+	cmd := &cobra.Command{
+		Use:   "clone URL#WS DIR [--at TARGET] [--store STORE]",
+		Short: "Make a new workspace in DIR from a remote's workspace",
+		Long: `Fetch the workspace WS of the remote at URL (its whole history as the remote's head
+covers it: every record under its original seq, every object they reach) into a new
+store for DIR, make the state TARGET names live (any rewind target: a seq, gN, -N, a
+label, a branch; by default the remote's head) and write it into DIR, which must be
+missing or empty. Every target names the same state in the clone as in the workspace
+it came from. WS defaults to DIR's base name. 'reynfs mount DIR' then continues from
+there; the remote is named "origin" in the new store ('reynfs push --ws NEW' pushes the
+clone as a new workspace there, sending only what the clone added).
+
+` + remoteURLHelp + "\n\n" + exitCodeHelp,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runClone(cmd.Context(), o, args[0], args[1])
+		},
+	}
+	cmd.Flags().StringVar(&o.at, "at", "", "the state to make live (default: the remote's head)")
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the new workspace (default: the one 'reynfs mount DIR' uses)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+type cloneInfo struct {
+	*replica.CloneResult
+	Dir   string `json:"dir"`
+	Store string `json:"store"`
+}
+
+func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
+	raw, ws, found := strings.Cut(src, "#")
+	dest, err := absPath(dir)
+	if err != nil {
+		return err
+	}
+	if !found || ws == "" {
+		ws = filepath.Base(dest)
+	}
+	if err := replica.CheckName(ws); err != nil {
+		return fmt.Errorf("%w: workspace %v", errUsage, err)
+	}
+	if names, err := os.ReadDir(dest); err == nil && len(names) > 0 {
+		return fmt.Errorf("%w: %s is not empty; clone writes into a new or empty directory", errUsage, dest)
+	} else if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("%w: %s: %v", errUsage, dest, err)
+	}
+	store := o.store
+	if store == "" {
+		if store, err = daemon.DefaultStore(dest); err != nil {
+			return err
+		}
+	} else if store, err = absPath(store); err != nil {
+		return err
+	}
+	if within(store, dest) || within(dest, store) {
+		return fmt.Errorf("%w: store %s and directory %s overlap (mounting over your own store deadlocks)", errUsage, store, dest)
+	}
+	db := daemon.DBPath(store)
+	if checkStoreExists(dest, store) == nil {
+		return fmt.Errorf("%w: %s holds a store already; clone makes a new one (--store names another)", errUsage, store)
+	}
+	b, err := openRemote(ctx, raw)
+	if err != nil {
+		return err
+	}
+	var res *replica.CloneResult
+	if _, err := os.Stat(store); os.IsNotExist(err) {
+		if err := os.MkdirAll(store, 0o700); err != nil {
+			return fmt.Errorf("clone: %w", err)
+		}
+		defer func() {
+			if res == nil {
+				_ = os.Remove(store) // Clone left nothing in it
+			}
+		}()
+	}
+	err = busy(!o.asJSON, "cloning "+src, func() error {
+		if res, err = replica.Clone(ctx, b, ws, db, o.at); err != nil {
+			return err
+		}
+		return exportLive(db, dest, b.String())
+	})
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		return printJSON(cloneInfo{CloneResult: res, Dir: dest, Store: store})
+	}
+	termsafe.Printf("cloned %s#%s (seqs through %d: %d records, %d objects) into %s, store %s; live: seq %d\n",
+		raw, ws, res.Head, res.Records, res.Objects, dest, store, res.Target)
+	return nil
+}
+
+// exportLive writes the live state of the store db into dir, records
+// that dir holds it (daemon.Adopt), so that mount serves it, and names
+// the remote it came from "origin".
+func exportLive(db, dir, origin string) error {
+	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	t, err := rewind.Reconstruct(j, j.Head())
+	if err != nil {
+		return err
+	}
+	root, _, err := t.Root()
+	if err != nil {
+		return err
+	}
+	since := time.Now().UnixNano()
+	if err := rewind.Export(t, nil, dir); err != nil {
+		return err
+	}
+	if err := daemon.Adopt(j, dir, root, since); err != nil {
+		return err
+	}
+	return replica.SetRemote(j, "origin", origin)
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}

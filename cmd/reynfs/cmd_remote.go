@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/cas/objstore"
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind/replica"
+)
+
+const remoteURLHelp = `A remote URL is file:///ABSOLUTE/DIR (a local or shared directory),
+s3://HOST[:PORT]/BUCKET[/PREFIX] or s3+http://HOST:PORT/BUCKET[/PREFIX] (S3 credentials
+from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE; never in the URL, never
+stored in the store).`
+
+// openRemote opens the object store a remote URL names. objstore.Open
+// makes no request: what it refuses is the URL (or a missing directory).
+func openRemote(ctx context.Context, raw string) (objstore.Backend, error) {
+	b, err := objstore.Open(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return b, nil
+}
+
+// openUnmounted opens a workspace's store for a command that works on an
+// unmounted store only (push, remote): a mount or a daemon serving it
+// is refused, as fsck refuses it.
+func openUnmounted(ctx context.Context, o storeOptions, dir, verb string, readOnly bool) (*journal.Journal, string, error) {
+	store, err := findStore(o, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if m, ok := daemon.MountOfStore(store); ok {
+		return nil, "", fmt.Errorf("%w: %s works on an unmounted store for now and %s is mounted at %s; run `reynfs unmount` first", journal.ErrLocked, verb, store, m.Point)
+	}
+	if err := daemon.Call(ctx, store, api.StatusParams{}, nil, 10*time.Second); !errors.Is(err, daemon.ErrNotRunning) {
+		if ctx.Err() != nil {
+			return nil, "", err
+		}
+		return nil, "", fmt.Errorf("%w: %s works on an unmounted store for now and %s is served by a daemon; run `reynfs unmount` first", journal.ErrLocked, verb, store)
+	}
+	j, err := openOffline(dir, store, readOnly)
+	return j, store, err
+}
+
+type remoteOptions struct {
+	storeOptions
+	dir    string
+	asJSON bool
+}
+
+func (o *remoteOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.dir, "dir", ".", "the project directory (or a path inside it)")
+	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
+}
+
+func newRemoteCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "remote add|list|remove",
+		Short: "Name the object stores a workspace pushes to",
+		Long:  remoteURLHelp + "\n\n" + exitCodeHelp,
+	}
+	var add, list, remove remoteOptions
+	addCmd := &cobra.Command{
+		Use:   "add NAME URL",
+		Short: "Name a remote after checking its server's conditional writes",
+		Long: `Check the server behind URL (conditional writes, listing, ranged reads: a server
+that ignores If-None-Match or If-Match cannot hold a workspace's lease and is refused)
+and store NAME → URL in the workspace's store (unmounted, for now).
+
+` + remoteURLHelp + "\n\n" + exitCodeHelp,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRemoteAdd(cmd.Context(), add, args[0], args[1])
+		},
+	}
+	add.addFlags(addCmd)
+	listCmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the named remotes",
+		Long:  exitCodeHelp,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRemoteList(cmd.Context(), list)
+		},
+	}
+	list.addFlags(listCmd)
+	removeCmd := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Forget a remote's name (the remote keeps what it holds)",
+		Long:  exitCodeHelp,
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRemoteRemove(cmd.Context(), remove, args[0])
+		},
+	}
+	remove.addFlags(removeCmd)
+	cmd.AddCommand(addCmd, listCmd, removeCmd)
+	return cmd
+}
+
+type remoteInfo struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+func runRemoteAdd(ctx context.Context, o remoteOptions, name, raw string) error {
+	if err := replica.CheckName(name); err != nil {
+		return fmt.Errorf("%w: remote %v", errUsage, err)
+	}
+	b, err := openRemote(ctx, raw)
+	if err != nil {
+		return err
+	}
+	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "remote add", false)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	rs, err := replica.Remotes(j)
+	if err != nil {
+		return err
+	}
+	if u, ok := rs[name]; ok {
+		return fmt.Errorf("%w: remote %s exists already (%s); 'reynfs remote remove %s' first", errUsage, name, u, name)
+	}
+	if err := objstore.SelfTest(ctx, b); err != nil {
+		return fmt.Errorf("remote %s: %w", b, err)
+	}
+	if err := replica.SetRemote(j, name, b.String()); err != nil {
+		return err
+	}
+	if o.asJSON {
+		return printJSON(remoteInfo{Name: name, URL: b.String()})
+	}
+	termsafe.Printf("remote %s: %s\n", name, b.String())
+	return nil
+}
+
+func runRemoteList(ctx context.Context, o remoteOptions) error {
+	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "remote list", true)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	rs, err := replica.Remotes(j)
+	if err != nil {
+		return err
+	}
+	out := []remoteInfo{}
+	for _, n := range replica.RemoteNames(rs) {
+		out = append(out, remoteInfo{Name: n, URL: rs[n]})
+	}
+	if o.asJSON {
+		return printJSON(out)
+	}
+	for _, r := range out {
+		termsafe.Printf("%s\t%s\n", r.Name, r.URL)
+	}
+	return nil
+}
+
+func runRemoteRemove(ctx context.Context, o remoteOptions, name string) error {
+	if err := replica.CheckName(name); err != nil {
+		return fmt.Errorf("%w: remote %v", errUsage, err)
+	}
+	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "remote remove", false)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	ok, err := replica.RemoveRemote(j, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: no remote %s ('reynfs remote list' names them)", errUsage, name)
+	}
+	if o.asJSON {
+		return printJSON(remoteInfo{Name: name})
+	}
+	termsafe.Printf("removed remote %s\n", name)
+	return nil
+}
+
+type pushOptions struct {
+	remoteOptions
+	ws string
+}
+
+func newPushCommand() *cobra.Command {
+	var o pushOptions
+	cmd := &cobra.Command{
+		Use:   "push [NAME] [--ws WS]",
+		Short: "Send the workspace's history to a remote (unmounted, for now)",
+		Long: `Send what the remote NAME lacks of this workspace's history: the records after the
+remote's head and the objects they reach that it does not hold (found from the store's
+own record of what it sent, without asking the server object by object). NAME may be
+left out when the store names one remote. WS is the workspace's name in the remote:
+by default the project directory's base name. The push holds the workspace's lease on
+the remote while it runs; a workspace pushed by another store is refused.
+
+A mounted workspace cannot push yet: unmount it first.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			return runPush(cmd.Context(), o, name)
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().StringVar(&o.ws, "ws", "", "the workspace's name in the remote (default: the project directory's base name)")
+	return cmd
+}
+
+func runPush(ctx context.Context, o pushOptions, name string) error {
+	ws := o.ws
+	if ws == "" {
+		abs, err := absPath(o.dir)
+		if err != nil {
+			return err
+		}
+		ws = filepath.Base(abs)
+	}
+	if err := replica.CheckName(ws); err != nil {
+		return fmt.Errorf("%w: workspace %v (--ws names it)", errUsage, err)
+	}
+	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "push", false)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	rs, err := replica.Remotes(j)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		names := replica.RemoteNames(rs)
+		if len(names) != 1 {
+			return fmt.Errorf("%w: push NAME: the store names %d remotes (%s)", errUsage, len(names), strings.Join(names, ", "))
+		}
+		name = names[0]
+	}
+	u, ok := rs[name]
+	if !ok {
+		return fmt.Errorf("%w: no remote %s ('reynfs remote add %s URL' names one)", errUsage, name, name)
+	}
+	b, err := openRemote(ctx, u)
+	if err != nil {
+		return err
+	}
+	var res *replica.PushResult
+	err = busy(!o.asJSON, "pushing to "+name, func() error {
+		res, err = replica.Push(ctx, j, b, ws)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		return printJSON(res)
+	}
+	if res.From == 0 {
+		termsafe.Printf("%s#%s is up to date (seq %d)\n", u, ws, res.Through)
+		return nil
+	}
+	termsafe.Printf("pushed seqs %d-%d to %s#%s: %d records in %d segments, %d objects in %d packs, %s\n",
+		res.From, res.Through, u, ws, res.Records, res.Segments, res.Objects, res.Packs, human(res.Bytes))
+	return nil
+}

@@ -1,0 +1,444 @@
+package replica
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/cas/objstore"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+// CloneResult says what a clone fetched and which state it made live.
+type CloneResult struct {
+	Remote   string `json:"remote"`
+	WS       string `json:"ws"`
+	Head     uint64 `json:"head"`   // the remote HEAD's seq: the clone's history ends there
+	Target   uint64 `json:"target"` // the seq whose state is live in the clone
+	Reset    uint64 `json:"reset"`  // the reset record that made it live (0: the target is head)
+	Records  int    `json:"records"`
+	Segments int    `json:"segments"`
+	Packs    int    `json:"packs"`
+	Objects  int    `json:"objects"`
+	Bytes    int64  `json:"bytes"`
+}
+
+// Clone makes a new store in dir (a Badger directory, as journal.Open
+// takes; neither it nor its log or manifest may exist) holding
+// workspace ws's history as the remote's HEAD covers it: every record
+// under its original seq, and every object those records reach. Then the
+// state target names (any rewind target: a seq, gN, -N, a label, a
+// branch; "" is head) becomes live the way an offline rewind does, by a
+// reset record appended after the remote's records. On failure nothing
+// is left in dir.
+func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res *CloneResult, err error) {
+	if err := CheckName(ws); err != nil {
+		return nil, fmt.Errorf("clone: workspace %w", err)
+	}
+	for _, p := range []string{dir, journal.LogPath(dir), journal.ManifestPath(dir)} {
+		if _, err := os.Lstat(p); err == nil {
+			return nil, fmt.Errorf("clone: %s exists; clone makes a new store", p)
+		}
+	}
+	defer func() {
+		if err != nil {
+			for _, p := range []string{dir, journal.LogPath(dir), journal.ManifestPath(dir)} {
+				_ = os.RemoveAll(p)
+			}
+			err = fmt.Errorf("clone %s#%s: %w", b, ws, err)
+		}
+	}()
+	c := &cloner{ctx: ctx, b: b, ws: ws, res: &CloneResult{Remote: b.String(), WS: ws}}
+	cfg, err := remoteConfig(ctx, b, false)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := c.records()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.indexes(); err != nil {
+		return nil, err
+	}
+	j, err := journal.Open(dir, journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := j.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	c.j = j
+	if c.loc, err = newLocal(j, cfg); err != nil {
+		return nil, err
+	}
+	if err := c.objects(recs); err != nil {
+		return nil, err
+	}
+	if err := c.write(recs); err != nil {
+		return nil, err
+	}
+	if err := c.makeLive(target); err != nil {
+		return nil, err
+	}
+	return c.res, nil
+}
+
+type cloner struct {
+	ctx  context.Context
+	b    objstore.Backend
+	ws   string
+	j    *journal.Journal
+	head *Head
+	res  *CloneResult
+	// where: every object the index files name, and the pack holding it.
+	where map[cas.Hash]located
+	loc   local
+	trees map[string]openPack // tree packs read so far
+}
+
+type located struct {
+	pack string
+	e    IndexEntry
+}
+
+// records reads HEAD first (invariant 4), then the segments it covers.
+func (c *cloner) records() ([]*journal.Record, error) {
+	key := HeadKey(c.ws)
+	data, _, err := c.b.Get(c.ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, fmt.Errorf("the remote has no workspace %s", c.ws)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.head, err = DecodeHead(key, data); err != nil {
+		return nil, err
+	}
+	if c.head.Seq == 0 {
+		return nil, fmt.Errorf("workspace %s has no records yet", c.ws)
+	}
+	c.res.Head = c.head.Seq
+	var segs []seg
+	err = c.b.List(c.ctx, segPrefix(c.ws), func(i objstore.Info) error {
+		if e, first, last, ok := ParseSegmentKey(c.ws, i.Key); ok && last <= c.head.Seq &&
+			c.head.EpochOf(first) == e && c.head.EpochOf(last) == e {
+			segs = append(segs, seg{key: i.Key, first: first, last: last})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	chain := cover(segs, 1, c.head.Seq)
+	if chain == nil {
+		return nil, fmt.Errorf("%w: the segments of %s do not cover seqs 1-%d that HEAD covers", ErrCorrupt, segPrefix(c.ws), c.head.Seq)
+	}
+	var recs []*journal.Record
+	for _, s := range chain {
+		data, _, err := c.b.Get(c.ctx, s.key)
+		if err != nil {
+			return nil, err
+		}
+		d, err := DecodeSegment(c.ws, s.key, data)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, d.Records...)
+		c.res.Segments++
+		c.res.Bytes += int64(len(data))
+	}
+	c.res.Records = len(recs)
+	return recs, nil
+}
+
+type seg struct {
+	key         string
+	first, last uint64
+}
+
+// cover picks segments tiling from..to, the longest first at each seq
+// (segments of one epoch hold the same records for a seq, so any tiling
+// is as good as another), backtracking from a dead end.
+func cover(segs []seg, from, to uint64) []seg {
+	by := map[uint64][]seg{}
+	for _, s := range segs {
+		by[s.first] = append(by[s.first], s)
+	}
+	for _, l := range by {
+		slices.SortFunc(l, func(a, b seg) int { return cmp.Compare(b.last, a.last) })
+	}
+	dead := map[uint64]bool{}
+	var walk func(at uint64) []seg
+	walk = func(at uint64) []seg {
+		if at == to+1 {
+			return []seg{}
+		}
+		if dead[at] {
+			return nil
+		}
+		for _, s := range by[at] {
+			if rest := walk(s.last + 1); rest != nil {
+				return append([]seg{s}, rest...)
+			}
+		}
+		dead[at] = true
+		return nil
+	}
+	return walk(from)
+}
+
+// indexes reads every pack index of the remote.
+func (c *cloner) indexes() error {
+	var keys []string
+	err := c.b.List(c.ctx, "packs/", func(i objstore.Info) error {
+		if strings.HasSuffix(i.Key, ".idx") {
+			keys = append(keys, i.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.where = map[cas.Hash]located{}
+	for _, k := range keys {
+		data, _, err := c.b.Get(c.ctx, k)
+		if err != nil {
+			return err
+		}
+		x, err := DecodeIndex(k, data)
+		if err != nil {
+			return err
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(k, "packs/"), ".idx")
+		for _, e := range x.Entries {
+			if _, ok := c.where[e.Hash]; !ok {
+				c.where[e.Hash] = located{pack: id, e: e}
+			}
+		}
+		c.res.Bytes += int64(len(data))
+	}
+	return nil
+}
+
+// objects fetches what the records reach and the new store lacks: the
+// trees level by level (an inode object names its children), then the
+// data, a pack at a time.
+func (c *cloner) objects(recs []*journal.Record) error {
+	var trees []cas.Hash
+	data := map[cas.Hash]bool{}
+	for _, r := range recs {
+		switch r.Op {
+		case journal.OpData:
+			for _, ch := range r.Chunks {
+				data[ch.Hash] = true
+			}
+		case journal.OpGeneration:
+			trees = append(trees, r.Root)
+			for _, a := range r.Agents {
+				data[a.State] = true
+			}
+		case journal.OpImport, journal.OpRestore:
+			trees = append(trees, r.Root)
+		case journal.OpAgentState:
+			data[r.Root] = true
+		}
+	}
+	seen := map[cas.Hash]bool{}
+	for len(trees) > 0 {
+		var level []cas.Hash
+		for _, h := range trees {
+			if !h.IsZero() && !seen[h] {
+				seen[h] = true
+				level = append(level, h)
+			}
+		}
+		trees = nil
+		err := c.fetch(level, func(b cas.Blob) error {
+			in, err := cas.DecodeInode(b.Data)
+			if err != nil {
+				return fmt.Errorf("%w: inode object %s: %v", ErrCorrupt, b.Hash, err)
+			}
+			for _, e := range in.Entries {
+				trees = append(trees, e.Object)
+			}
+			for _, ch := range in.Chunks {
+				data[ch] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	delete(data, cas.Zero)
+	if err := c.fetch(slices.Collect(maps.Keys(data)), nil); err != nil {
+		return err
+	}
+	// The remote holds all of it, each tree whole: a push from the clone
+	// (a new workspace in the same remote) sends none of it again.
+	held := make(map[cas.Hash]byte, len(seen)+len(data))
+	for h := range data {
+		held[h] = holdsData
+	}
+	for h := range seen {
+		held[h] = holdsTree | holdsData
+	}
+	return c.loc.markHeld(held)
+}
+
+// fetch stores the objects hs names that the store lacks, reading each
+// pack that holds some of them once, whole, and verifying it and every
+// object; each (stored or not) is passed to visit when set.
+func (c *cloner) fetch(hs []cas.Hash, visit func(cas.Blob) error) error {
+	objs := c.j.Objects()
+	byPack := map[string][]IndexEntry{}
+	for _, h := range hs {
+		if visit == nil {
+			if ok, err := objs.Has(h); err != nil || ok {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+		} else if data, err := objs.Get(h); err == nil {
+			if err := visit(cas.Blob{Hash: h, Data: data}); err != nil {
+				return err
+			}
+			continue
+		} else if !errors.Is(err, cas.ErrNotFound) {
+			return err
+		}
+		l, ok := c.where[h]
+		if !ok {
+			return fmt.Errorf("%w: object %s is in no pack index", ErrCorrupt, h)
+		}
+		byPack[l.pack] = append(byPack[l.pack], l.e)
+	}
+	for _, id := range slices.Sorted(maps.Keys(byPack)) {
+		pack, x, err := c.pack(id)
+		if err != nil {
+			return err
+		}
+		var blobs []cas.Blob
+		for _, e := range byPack[id] {
+			in, ok := x.Find(e.Hash)
+			if !ok || in != e {
+				return fmt.Errorf("%s: %w: object %s is not where %s says", PackKey(id), ErrCorrupt, e.Hash, IndexKey(id))
+			}
+			data, err := Object(PackKey(id), e, pack[e.Off:e.Off+uint64(e.Stored)])
+			if err != nil {
+				return err
+			}
+			blobs = append(blobs, cas.Blob{Hash: e.Hash, Data: data})
+		}
+		if err := objs.PutBatch(blobs); err != nil {
+			return err
+		}
+		c.res.Objects += len(blobs)
+		for _, b := range blobs {
+			if visit != nil {
+				if err := visit(b); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// pack fetches and checks a whole pack. Tree packs are kept for the
+// clone's length: the tree walk reads them level by level, and they are
+// small next to the data.
+func (c *cloner) pack(id string) ([]byte, *Index, error) {
+	if p, ok := c.trees[id]; ok {
+		return p.data, p.x, nil
+	}
+	data, _, err := c.b.Get(c.ctx, PackKey(id))
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := OpenPack(id, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.res.Packs++
+	c.res.Bytes += int64(len(data))
+	if x.Kind == KindTree {
+		if c.trees == nil {
+			c.trees = map[string]openPack{}
+		}
+		c.trees[id] = openPack{data, x}
+	}
+	return data, x, nil
+}
+
+type openPack struct {
+	data []byte
+	x    *Index
+}
+
+// write appends the records under their own seqs (their objects are
+// stored already: a record is never durable before what it names), sets
+// the floor and indexes the generations.
+func (c *cloner) write(recs []*journal.Record) error {
+	var last *journal.Pending
+	for _, r := range recs {
+		p := c.j.EnqueueAt(r, nil)
+		if err := p.Refused(); err != nil {
+			return fmt.Errorf("seq %d: %w", r.Seq, err)
+		}
+		last = p
+	}
+	if last != nil {
+		if err := last.Wait(); err != nil {
+			return err
+		}
+	}
+	if err := c.j.Sync(); err != nil {
+		return err
+	}
+	if c.head.Floor > 1 {
+		if err := c.j.RaiseFloor(c.head.Floor); err != nil {
+			return err
+		}
+	}
+	if d := c.head.Dropped; d != nil {
+		if err := rewind.SetDroppedGenerations(c.j, d.Gens, d.Below); err != nil {
+			return err
+		}
+	}
+	return rewind.Reindex(c.j)
+}
+
+// makeLive makes the state target names live: a reset record to it,
+// unless it is head's.
+func (c *cloner) makeLive(target string) error {
+	seq := c.j.Head()
+	if target != "" {
+		var err error
+		if seq, err = rewind.Resolve(c.j, target); err != nil {
+			return err
+		}
+	}
+	c.res.Target = seq
+	if seq == c.j.Head() {
+		return nil
+	}
+	r, err := rewind.RewindStoreAs(c.j, seq, false, "clone")
+	if err != nil {
+		return err
+	}
+	c.res.Reset = r.Reset
+	return nil
+}

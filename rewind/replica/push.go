@@ -1,0 +1,491 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/reynfs/reynfs/cas"
+	"github.com/reynfs/reynfs/cas/objstore"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+var (
+	// ErrLocked: another writer holds the workspace's lease.
+	ErrLocked = errors.New("remote workspace locked")
+	// ErrNotOurs: the remote workspace was written by another store.
+	ErrNotOurs = errors.New("remote workspace belongs to another store")
+	// ErrDiverged: the remote and the store disagree on the history
+	// (the remote lost what this store shipped, or holds more).
+	ErrDiverged = errors.New("remote and store histories diverge")
+	// ErrDeposed: a newer epoch took the workspace over.
+	ErrDeposed = errors.New("deposed by a newer epoch")
+)
+
+// Options tune a push; the zero value means the defaults.
+type Options struct {
+	PackSize    int           // bytes of objects per pack (8 MiB)
+	SegmentSize int           // encoded bytes of records per segment (4 MiB)
+	TTL         time.Duration // the lease (60 s)
+}
+
+func (o Options) withDefaults() Options {
+	if o.PackSize <= 0 {
+		o.PackSize = 8 << 20
+	}
+	if o.SegmentSize <= 0 {
+		o.SegmentSize = 4 << 20
+	}
+	if o.TTL <= 0 {
+		o.TTL = time.Minute
+	}
+	return o
+}
+
+// PushResult says what a push sent.
+type PushResult struct {
+	Remote   string `json:"remote"`
+	WS       string `json:"ws"`
+	From     uint64 `json:"from"`    // first seq sent (0: nothing to send)
+	Through  uint64 `json:"through"` // the remote's seq after the push
+	Records  int    `json:"records"`
+	Segments int    `json:"segments"`
+	Packs    int    `json:"packs"`
+	Objects  int    `json:"objects"`
+	Bytes    int64  `json:"bytes"`
+}
+
+// Push sends workspace ws's records that the remote lacks, with the
+// objects they reach that it lacks, and advances its HEAD (creating it,
+// with epoch 1, on the first push). It holds the workspace's lease while
+// it runs. See the package doc for the order it keeps.
+func Push(ctx context.Context, j *journal.Journal, b objstore.Backend, ws string) (*PushResult, error) {
+	return PushWith(ctx, j, b, ws, Options{})
+}
+
+// PushWith is Push with options.
+func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws string, o Options) (*PushResult, error) {
+	if err := CheckName(ws); err != nil {
+		return nil, fmt.Errorf("push: workspace %w", err)
+	}
+	p := &pusher{ctx: ctx, j: j, b: b, ws: ws, o: o.withDefaults(),
+		res:  &PushResult{Remote: b.String(), WS: ws},
+		sent: map[cas.Hash]byte{}, unmarked: map[cas.Hash]byte{}}
+	cfg, err := remoteConfig(ctx, b, true)
+	if err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	if p.loc, err = newLocal(j, cfg); err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	if err := p.lease(); err != nil {
+		return nil, fmt.Errorf("push to %s#%s: %w", b, ws, err)
+	}
+	err = p.run()
+	if rerr := p.release(); err == nil && rerr != nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("push to %s#%s: %w", b, ws, err)
+	}
+	return p.res, nil
+}
+
+// remoteConfig reads reynfs-remote.json; create: make it when missing.
+func remoteConfig(ctx context.Context, b objstore.Backend, create bool) (*Config, error) {
+	for range 2 {
+		data, _, err := b.Get(ctx, ConfigKey)
+		if err == nil {
+			return DecodeConfig(data)
+		}
+		if !errors.Is(err, objstore.ErrNotExist) {
+			return nil, err
+		}
+		if !create {
+			return nil, fmt.Errorf("%s holds no reynfs remote (no %s)", b, ConfigKey)
+		}
+		c, err := newConfig()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := b.PutIfAbsent(ctx, ConfigKey, c.Encode()); err == nil {
+			return c, nil
+		} else if !errors.Is(err, objstore.ErrPrecondition) {
+			return nil, err
+		}
+		// Another writer made it first: read theirs.
+	}
+	return nil, fmt.Errorf("%s: %s keeps changing", b, ConfigKey)
+}
+
+type pusher struct {
+	ctx    context.Context
+	j      *journal.Journal
+	b      objstore.Backend
+	ws     string
+	o      Options
+	loc    local
+	res    *PushResult
+	holder Holder
+	head   *Head
+	etag   string
+	leased bool
+
+	// sent: objects put in a pack during this push (bits as in local);
+	// unmarked: those not yet recorded locally.
+	sent, unmarked map[cas.Hash]byte
+	packs          [2]packer // tree, data
+}
+
+type packer struct {
+	kind  byte
+	blobs []cas.Blob
+	size  int
+}
+
+// lease reads HEAD and takes the lease (creating HEAD on a first push).
+func (p *pusher) lease() error {
+	store, err := p.j.StoreID()
+	if err != nil {
+		return err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	p.holder = Holder{Host: host, Pid: os.Getpid(), Store: store}
+	mine, err := p.loc.shipped(p.ws)
+	if err != nil {
+		return err
+	}
+	now, err := p.b.Now(p.ctx)
+	if err != nil {
+		return err
+	}
+	key := HeadKey(p.ws)
+	data, info, err := p.b.Get(p.ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		if mine != nil {
+			return fmt.Errorf("%w: the remote has no HEAD, and this store pushed seqs through %d there: refusing to push over a remote that lost them", ErrDiverged, mine.Seq)
+		}
+		h := &Head{Format: Format, Floor: 1, Epochs: []Epoch{{Epoch: 1, First: 1}},
+			Holder: p.holder, Expires: expiry(now, p.o.TTL)}
+		info, err := p.b.PutIfAbsent(p.ctx, key, h.Encode())
+		if errors.Is(err, objstore.ErrPrecondition) {
+			data, ginfo, gerr := p.b.Get(p.ctx, key)
+			if gerr != nil || !bytes.Equal(data, h.Encode()) {
+				return fmt.Errorf("%w: another writer created it meanwhile", ErrLocked)
+			}
+			info, err = ginfo, nil // ours: a retried write whose reply was lost
+		}
+		if err != nil {
+			return err
+		}
+		p.head, p.etag, p.leased = h, info.ETag, true
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	h, err := DecodeHead(key, data)
+	if err != nil {
+		return err
+	}
+	switch {
+	case h.Holder.Store != store:
+		return fmt.Errorf("%w: it was pushed by store %s on %s; push under another workspace name", ErrNotOurs, h.Holder.Store, h.Holder.Host)
+	case now.Before(h.Expires) && h.Holder.Host != host:
+		// The same store on another host: a copy. On this host, the
+		// holder of an unexpired lease is a push of this store that
+		// died: this process holds the store's lock.
+		return fmt.Errorf("%w: remote locked by %s pid %d until %s", ErrLocked, h.Holder.Host, h.Holder.Pid, h.Expires.Format(time.RFC3339))
+	case mine != nil && mine.Seq > h.Seq:
+		return fmt.Errorf("%w: the remote's HEAD is at seq %d, and this store pushed seqs through %d there", ErrDiverged, h.Seq, mine.Seq)
+	case h.Seq > p.j.Durable():
+		return fmt.Errorf("%w: the remote holds seqs through %d, this store only through %d", ErrDiverged, h.Seq, p.j.Durable())
+	}
+	p.head, p.etag = h, info.ETag
+	next := *h
+	next.Holder, next.Expires = p.holder, expiry(now, p.o.TTL)
+	if err := p.writeHead(&next); err != nil {
+		return err
+	}
+	p.leased = true
+	return nil
+}
+
+func expiry(now time.Time, ttl time.Duration) time.Time { return now.Add(ttl).UTC().Round(0) }
+
+// writeHead replaces HEAD (p.head, read with ETag p.etag) with h by
+// PutIfMatch (invariant 3); h becomes p.head only when it is written.
+func (p *pusher) writeHead(h *Head) error {
+	key := HeadKey(p.ws)
+	want := h.Encode()
+	info, err := p.b.PutIfMatch(p.ctx, key, want, p.etag)
+	if errors.Is(err, objstore.ErrPrecondition) {
+		data, ginfo, gerr := p.b.Get(p.ctx, key)
+		if gerr == nil && bytes.Equal(data, want) {
+			// Our write, applied: its reply was lost and the client
+			// retried it (only this process writes its own holder).
+			p.head, p.etag = h, ginfo.ETag
+			return nil
+		}
+		if gerr == nil {
+			if h, derr := DecodeHead(key, data); derr == nil {
+				if h.Epoch() > p.head.Epoch() {
+					return fmt.Errorf("%w: epoch %d by %s pid %d", ErrDeposed, h.Epoch(), h.Holder.Host, h.Holder.Pid)
+				}
+				return fmt.Errorf("%w: HEAD changed under the push (now held by %s pid %d)", ErrLocked, h.Holder.Host, h.Holder.Pid)
+			}
+		}
+		return fmt.Errorf("%w: HEAD changed under the push", ErrLocked)
+	}
+	if err != nil {
+		return err
+	}
+	p.head, p.etag = h, info.ETag
+	return nil
+}
+
+// release ends the lease: HEAD's expiry becomes the server's now.
+func (p *pusher) release() error {
+	if !p.leased {
+		return nil
+	}
+	ctx := p.ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+	}
+	now, err := p.b.Now(ctx)
+	if err != nil {
+		return fmt.Errorf("release the lease: %w", err)
+	}
+	next := *p.head
+	next.Expires = now.UTC().Round(0)
+	saved := p.ctx
+	p.ctx = ctx
+	defer func() { p.ctx = saved }()
+	if err := p.writeHead(&next); err != nil {
+		return fmt.Errorf("release the lease: %w", err)
+	}
+	p.leased = false
+	return nil
+}
+
+// run sends the records after HEAD's seq, one segment at a time.
+func (p *pusher) run() error {
+	limit := p.j.Durable()
+	from := p.head.Seq + 1
+	if from > limit {
+		p.res.Through = p.head.Seq
+		return nil
+	}
+	p.res.From = from
+	p.packs = [2]packer{{kind: KindTree}, {kind: KindData}}
+	errFull := errors.New("segment full")
+	for from <= limit {
+		var recs []*journal.Record
+		size := 0
+		last := limit
+		err := p.j.Iter(from, func(r *journal.Record) error {
+			if r.Seq > limit {
+				return errFull
+			}
+			recs = append(recs, r)
+			size += r.EncodedLen()
+			if size >= p.o.SegmentSize {
+				last = r.Seq
+				return errFull
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errFull) {
+			return err
+		}
+		for _, r := range recs {
+			if err := p.addRecord(r); err != nil {
+				return err
+			}
+		}
+		if err := p.segment(from, last, recs); err != nil {
+			return err
+		}
+		from = last + 1
+	}
+	return nil
+}
+
+// segment writes the packs of what recs reach, then the segment, then
+// HEAD covering it (invariants 1 and 2), then the local record.
+func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
+	for i := range p.packs {
+		if err := p.flush(&p.packs[i]); err != nil {
+			return err
+		}
+	}
+	if err := p.loc.markHeld(p.unmarked); err != nil {
+		return err
+	}
+	clear(p.unmarked)
+	seg, err := EncodeSegment(first, last, recs)
+	if err != nil {
+		return err
+	}
+	if err := p.b.Put(p.ctx, SegmentKey(p.ws, p.head.EpochOf(first), first, last), seg); err != nil {
+		return err
+	}
+	p.res.Segments++
+	p.res.Records += len(recs)
+	p.res.Bytes += int64(len(seg))
+	now, err := p.b.Now(p.ctx)
+	if err != nil {
+		return err
+	}
+	floor, err := p.j.Floor()
+	if err != nil {
+		return err
+	}
+	next := *p.head
+	next.Seq, next.Floor, next.Expires = last, min(floor, last+1), expiry(now, p.o.TTL)
+	if n, below, err := rewind.DroppedGenerations(p.j); err != nil {
+		return err
+	} else if n > 0 {
+		next.Dropped = &Dropped{Gens: n, Below: min(below, last+1)}
+	}
+	if err := p.writeHead(&next); err != nil {
+		return err
+	}
+	p.res.Through = last
+	return p.loc.setShipped(p.ws, shipped{Seq: last, ETag: p.etag})
+}
+
+// addRecord queues the objects r reaches that the remote lacks.
+func (p *pusher) addRecord(r *journal.Record) error {
+	var err error
+	switch r.Op {
+	case journal.OpData:
+		for _, c := range r.Chunks {
+			if err == nil && !c.Hash.IsZero() {
+				err = p.addData(c.Hash)
+			}
+		}
+	case journal.OpGeneration:
+		err = p.addTree(r.Root)
+		for _, a := range r.Agents {
+			if err == nil && !a.State.IsZero() {
+				err = p.addData(a.State)
+			}
+		}
+	case journal.OpImport, journal.OpRestore:
+		err = p.addTree(r.Root)
+	case journal.OpAgentState:
+		if !r.Root.IsZero() {
+			err = p.addData(r.Root)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("seq %d (%s): %w", r.Seq, r.Op, err)
+	}
+	return nil
+}
+
+// has reports whether the remote holds h, or this push sent it, with
+// the bits want.
+func (p *pusher) has(h cas.Hash, want byte) (bool, error) {
+	if p.sent[h]&want != 0 {
+		return true, nil
+	}
+	bits, err := p.loc.holds(h)
+	return bits&want != 0, err
+}
+
+func (p *pusher) addData(h cas.Hash) error {
+	if ok, err := p.has(h, holdsData|holdsTree); ok || err != nil {
+		return err
+	}
+	data, err := p.j.Objects().Get(h)
+	if err != nil {
+		return fmt.Errorf("object %s: %w", h, err)
+	}
+	return p.add(&p.packs[1], h, data, holdsData)
+}
+
+// addTree queues the Merkle diff of the tree under root against what the
+// remote holds: a subtree whose inode object it holds is skipped whole.
+func (p *pusher) addTree(root cas.Hash) error {
+	if root.IsZero() {
+		return nil
+	}
+	stack := []cas.Hash{root}
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if ok, err := p.has(h, holdsTree); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		data, err := p.j.Objects().Get(h)
+		if err != nil {
+			return fmt.Errorf("inode object %s: %w", h, err)
+		}
+		in, err := cas.DecodeInode(data)
+		if err != nil {
+			return fmt.Errorf("inode object %s: %w", h, err)
+		}
+		if err := p.add(&p.packs[0], h, data, holdsTree|holdsData); err != nil {
+			return err
+		}
+		for _, e := range in.Entries {
+			stack = append(stack, e.Object)
+		}
+		for _, c := range in.Chunks {
+			if !c.IsZero() {
+				if err := p.addData(c); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (p *pusher) add(pk *packer, h cas.Hash, data []byte, bits byte) error {
+	p.sent[h] |= bits
+	p.unmarked[h] |= bits
+	pk.blobs = append(pk.blobs, cas.Blob{Hash: h, Data: data})
+	pk.size += len(data)
+	if pk.size >= p.o.PackSize {
+		return p.flush(pk)
+	}
+	return nil
+}
+
+// flush writes a pack, then its index (invariant 1).
+func (p *pusher) flush(pk *packer) error {
+	if len(pk.blobs) == 0 {
+		return nil
+	}
+	pack, idx, id, err := BuildPack(pk.kind, pk.blobs)
+	if err != nil {
+		return err
+	}
+	if err := p.b.Put(p.ctx, PackKey(id), pack); err != nil {
+		return err
+	}
+	if err := p.b.Put(p.ctx, IndexKey(id), idx); err != nil {
+		return err
+	}
+	p.res.Packs++
+	p.res.Objects += len(pk.blobs)
+	p.res.Bytes += int64(len(pack) + len(idx))
+	pk.blobs, pk.size = nil, 0
+	return nil
+}
