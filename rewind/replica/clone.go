@@ -25,6 +25,7 @@ type CloneResult struct {
 	Head     uint64 `json:"head"`   // the remote HEAD's seq: the clone's history ends there
 	Target   uint64 `json:"target"` // the seq whose state is live in the clone
 	Reset    uint64 `json:"reset"`  // the reset record that made it live (0: the target is head)
+	Epoch    uint64 `json:"epoch,omitempty"` // a takeover's new epoch
 	Records  int    `json:"records"`
 	Segments int    `json:"segments"`
 	Packs    int    `json:"packs"`
@@ -41,6 +42,12 @@ type CloneResult struct {
 // reset record appended after the remote's records. On failure nothing
 // is left in dir.
 func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res *CloneResult, err error) {
+	return clone(ctx, b, ws, dir, target, false)
+}
+
+// clone is Clone; take: take the workspace over (take.go) once the
+// records are written.
+func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take bool) (res *CloneResult, err error) {
 	if err := CheckName(ws); err != nil {
 		return nil, fmt.Errorf("clone: workspace %w", err)
 	}
@@ -88,6 +95,11 @@ func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res
 	if err := c.write(recs); err != nil {
 		return nil, err
 	}
+	if take {
+		if err := c.takeOver(); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.makeLive(target); err != nil {
 		return nil, err
 	}
@@ -100,6 +112,7 @@ type cloner struct {
 	ws   string
 	j    *journal.Journal
 	head *Head
+	etag string // HEAD's, as read
 	res  *CloneResult
 	// where: every object the index files name, and the pack holding it.
 	where map[cas.Hash]located
@@ -115,13 +128,14 @@ type located struct {
 // records reads HEAD first (invariant 4), then the segments it covers.
 func (c *cloner) records() ([]*journal.Record, error) {
 	key := HeadKey(c.ws)
-	data, _, err := c.b.Get(c.ctx, key)
+	data, info, err := c.b.Get(c.ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
 		return nil, fmt.Errorf("the remote has no workspace %s", c.ws)
 	}
 	if err != nil {
 		return nil, err
 	}
+	c.etag = info.ETag
 	if c.head, err = DecodeHead(key, data); err != nil {
 		return nil, err
 	}
