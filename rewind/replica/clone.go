@@ -22,9 +22,9 @@ import (
 type CloneResult struct {
 	Remote   string `json:"remote"`
 	WS       string `json:"ws"`
-	Head     uint64 `json:"head"`   // the remote HEAD's seq: the clone's history ends there
-	Target   uint64 `json:"target"` // the seq whose state is live in the clone
-	Reset    uint64 `json:"reset"`  // the reset record that made it live (0: the target is head)
+	Head     uint64 `json:"head"`            // the remote HEAD's seq: the clone's history ends there
+	Target   uint64 `json:"target"`          // the seq whose state is live in the clone
+	Reset    uint64 `json:"reset"`           // the reset record that made it live (0: the target is head)
 	Epoch    uint64 `json:"epoch,omitempty"` // a takeover's new epoch
 	Records  int    `json:"records"`
 	Segments int    `json:"segments"`

@@ -120,4 +120,3 @@ func (c *cloner) takeOver() error {
 	c.res.Epoch = e
 	return c.loc.setShipped(c.ws, shipped{Seq: c.head.Seq, ETag: info.ETag, Epoch: e})
 }
-
