@@ -65,6 +65,7 @@ func TestLeaseRenewed(t *testing.T) {
 	fake := objstorefake.New("renew")
 	s := newSource(t)
 	s.write(t, "a", []byte("a"))
+	s.sync(t)
 	o := Options{TTL: 600 * time.Millisecond}
 	if _, err := PushWith(ctx, s.j, fake, "w", o); err != nil {
 		t.Fatal(err)
@@ -110,11 +111,13 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 	fake := objstorefake.New("lost")
 	s := newSource(t)
 	s.write(t, "a", []byte("a"))
+	s.sync(t)
 	o := Options{TTL: 600 * time.Millisecond}
 	if _, err := PushWith(ctx, s.j, fake, "w", o); err != nil {
 		t.Fatal(err)
 	}
 	s.write(t, "b", pattern(2, 5000))
+	s.sync(t)
 	g := newGate(fake, isPackPut, isPackPut)
 	t.Cleanup(g.open)
 	errc := pushAsync(s, g, "w", o)
@@ -156,6 +159,7 @@ func TestTwoWriters(t *testing.T) {
 			b := open(t)
 			a := newSource(t)
 			a.write(t, "a", []byte("a"))
+			a.sync(t)
 			if _, err := Push(ctx, a.j, b, "w"); err != nil {
 				t.Fatal(err)
 			}
@@ -165,6 +169,7 @@ func TestTwoWriters(t *testing.T) {
 			}
 			c := reopen(t, dir)
 			a.write(t, "b", pattern(3, 3000))
+			a.sync(t)
 			g := newGate(b, isPackPut, isPackPut)
 			t.Cleanup(g.open)
 			errc := pushAsync(a, g, "w", Options{})
