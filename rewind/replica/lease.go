@@ -34,8 +34,8 @@ type DeposedError struct {
 }
 
 func (e *DeposedError) Error() string {
-	return fmt.Sprintf("deposed: workspace %s was taken over at epoch %d by %s; your records after seq %d are not on the remote; `reynfs fork %s#%s@%d NEW` then `reynfs push --ws NEW` to keep them",
-		e.WS, e.Epoch, e.Host, e.After, e.Remote, e.WS, e.After)
+	return fmt.Sprintf("deposed: workspace %s was taken over at epoch %d by %s; your records after seq %d are not on the remote; `reynfs push --ws NEW` keeps them as a new workspace NEW there",
+		e.WS, e.Epoch, e.Host, e.After)
 }
 
 func (e *DeposedError) Unwrap() error { return ErrDeposed }

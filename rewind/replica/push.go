@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -146,6 +147,7 @@ type pusher struct {
 	renewed    time.Time
 	lost       error
 	stop, done chan struct{}
+	held       bool // the fault hold ran (hold)
 
 	// sent: objects put in a pack during this push (bits as in local);
 	// unmarked: those not yet recorded locally.
@@ -365,6 +367,12 @@ func (p *pusher) flush(pk *packer) error {
 	if err := p.check(); err != nil {
 		return err
 	}
+	if !p.held {
+		p.held = true
+		if err := hold(p.ctx); err != nil {
+			return err
+		}
+	}
 	if err := p.b.Put(p.ctx, PackKey(id), pack); err != nil {
 		return err
 	}
@@ -389,4 +397,29 @@ func (p *pusher) shippedNow(seq uint64) shipped {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return shipped{Seq: seq, ETag: p.etag, Epoch: p.head.Epoch()}
+}
+
+// HoldEnv, set to a duration (REYNFS_PUSH_HOLD=2s), makes a push print
+// "push: holding" on stderr before it writes its first pack and wait
+// that long (tests stop or kill the process there).
+const HoldEnv = "REYNFS_PUSH_HOLD"
+
+func hold(ctx context.Context) error {
+	v := os.Getenv(HoldEnv)
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", HoldEnv, v, err)
+	}
+	fmt.Fprintln(os.Stderr, "push: holding")
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
