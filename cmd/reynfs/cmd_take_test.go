@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind/replica"
+)
+
+// asCLI makes the test binary run as reynfs (a child `reynfs push`).
+const asCLI = "REYNFS_TEST_AS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asCLI) == "1" {
+		os.Exit(run(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// startPush starts `reynfs push --ws proj --dir DIR` as a child that holds before
+// its first pack (REYNFS_PUSH_HOLD) with a short lease, and returns once
+// it says it is holding: the lease is taken, nothing of the new records
+// is written. The child is killed at cleanup if still running.
+func startPush(t *testing.T, proj, hold string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "push", "--ws", "proj", "--dir", proj)
+	cmd.Env = append(os.Environ(), asCLI+"=1", replica.HoldEnv+"="+hold, leaseTTLEnv+"=2s")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	var rest strings.Builder
+	r := bufio.NewReader(stderr)
+	for {
+		line, err := r.ReadString('\n')
+		if strings.TrimSpace(line) == "push: holding" {
+			break
+		}
+		rest.WriteString(line)
+		if err != nil {
+			t.Fatalf("the child push ended before holding: %v\n%s", err, rest.String())
+		}
+	}
+	done := make(chan struct{})
+	go func() { _, _ = io.Copy(&rest, r); close(done) }()
+	t.Cleanup(func() { <-done })
+	return cmd, &rest
+}
+
+// cloneHead is the last seq of the store of a clone in dir.
+func cloneHead(t *testing.T, dir string) uint64 {
+	t.Helper()
+	store, err := daemon.DefaultStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(daemon.DBPath(store), journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	return j.Head()
+}
+
+// TestTakeoverOfKilledAndStoppedPush drives processes: a `reynfs push`
+// killed with SIGKILL mid-push (its lease taken, nothing of its second
+// state written) is taken over by `reynfs clone --take` once the lease
+// expires; the clone holds what HEAD covered, never more. Then a push of
+// the taker is SIGSTOPped mid-push, taken over again, and SIGCONTed: it
+// exits non-zero with the deposed line, and a clone shows nothing it
+// wrote.
+func TestTakeoverOfKilledAndStoppedPush(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	proj := filepath.Join(t.TempDir(), "proj")
+	writeTree(t, proj, map[string]string{"a.txt": "one\n"})
+	store, err := daemon.DefaultStore(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	importInto(t, daemon.DBPath(store), proj, "first")
+	url := "file://" + t.TempDir()
+	for _, args := range [][]string{{"remote", "add", "origin", url, "--dir", proj}, {"push", "--dir", proj}} {
+		if code := run(args); code != 0 {
+			t.Fatalf("reynfs %s: exit %d", strings.Join(args, " "), code)
+		}
+	}
+	first := cloneHead(t, proj)
+	writeTree(t, proj, map[string]string{"a.txt": "two\n", "b.txt": strings.Repeat("b", 50000)})
+	importInto(t, daemon.DBPath(store), proj, "second")
+
+	child, _ := startPush(t, proj, "1m")
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	taker := filepath.Join(t.TempDir(), "taker")
+	start := time.Now()
+	if code := run([]string{"clone", "--take", url + "#proj", taker}); code != 0 {
+		t.Fatalf("clone --take after kill -9: exit %d", code)
+	}
+	if time.Since(start) < time.Second {
+		t.Errorf("clone --take returned after %s: it did not wait for the killed push's lease", time.Since(start))
+	}
+	if h := cloneHead(t, taker); h != first {
+		t.Fatalf("the taker holds seqs through %d, want exactly the %d the remote's HEAD covered", h, first)
+	}
+	if b, err := os.ReadFile(filepath.Join(taker, "a.txt")); err != nil || string(b) != "one\n" {
+		t.Fatalf("the taker's a.txt = %q, %v; want the first state's", b, err)
+	}
+
+	// The taker adds a state and pushes it; SIGSTOP in the middle.
+	writeTree(t, taker, map[string]string{"c.txt": strings.Repeat("c", 40000)})
+	tstore, err := daemon.DefaultStore(taker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	importInto(t, daemon.DBPath(tstore), taker, "third")
+	zombie, out := startPush(t, taker, "1500ms")
+	if err := zombie.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	second := filepath.Join(t.TempDir(), "second")
+	if code := run([]string{"clone", "--take", url + "#proj", second}); code != 0 {
+		t.Fatalf("clone --take of a stopped push: exit %d", code)
+	}
+	if err := zombie.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	err = zombie.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailure {
+		t.Fatalf("the resumed push: %v, want exit %d\n%s", err, exitFailure, out.String())
+	}
+	if want := "deposed: workspace proj was taken over at epoch 3 by "; !strings.Contains(out.String(), want) {
+		t.Fatalf("the resumed push said %q, want %q", out.String(), want)
+	}
+	last := filepath.Join(t.TempDir(), "last")
+	if code := run([]string{"clone", url + "#proj", last}); code != 0 {
+		t.Fatalf("clone after the takeovers: exit %d", code)
+	}
+	if h := cloneHead(t, last); h != first {
+		t.Fatalf("a clone after the stopped push was deposed holds seqs through %d, want %d: nothing it wrote", h, first)
+	}
+	if _, err := os.Stat(filepath.Join(last, "c.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the deposed push's c.txt is in a clone: %v", err)
+	}
+}
