@@ -351,7 +351,14 @@ func (c *cloner) objects(recs []*journal.Record) error {
 	}
 	// The remote holds all of it, each tree whole: a push from the clone
 	// (a new workspace in the same remote) sends none of it again.
-	held := make(map[cas.Hash]byte, len(seen)+len(data))
+	// Every object an index file names is on the remote (its subtree
+	// maybe not: a push cut off may have left a tree pack without the
+	// packs of what it names), so a push from the clone (to a fork, or
+	// as a new workspace) never sends one again.
+	held := make(map[cas.Hash]byte, len(c.where)+len(seen))
+	for h := range c.where {
+		held[h] = holdsData
+	}
 	for h := range data {
 		held[h] = holdsData
 	}

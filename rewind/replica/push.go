@@ -327,7 +327,15 @@ func (p *pusher) addTree(root cas.Hash) error {
 		if err != nil {
 			return fmt.Errorf("inode object %s: %w", h, err)
 		}
-		if err := p.add(&p.packs[0], h, data, holdsTree|holdsData); err != nil {
+		// An object the remote holds whose subtree it may lack (known
+		// from an index file a clone read): not sent again, its
+		// children are looked at.
+		if ok, err := p.has(h, holdsData); err != nil {
+			return err
+		} else if ok {
+			p.sent[h] |= holdsTree
+			p.unmarked[h] |= holdsTree
+		} else if err := p.add(&p.packs[0], h, data, holdsTree|holdsData); err != nil {
 			return err
 		}
 		for _, e := range in.Entries {
