@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -166,5 +167,87 @@ func TestTakeoverOfKilledAndStoppedPush(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(last, "c.txt")); !os.IsNotExist(err) {
 		t.Fatalf("the deposed push's c.txt is in a clone: %v", err)
+	}
+}
+
+func countPacks(t *testing.T, remote string) int {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(remote, "packs", "*.pack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(m)
+}
+
+// TestForkCommand: `reynfs fork URL#WS@SEQ NEW` writes no pack; `clone
+// --take` of NEW holds WS's state at SEQ; its `push --ws NEW` adds packs
+// for its new file only (one data pack, one tree pack), and a clone of
+// NEW shows the fork's file on the parent's state. Bad input exits 2.
+func TestForkCommand(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	proj := filepath.Join(t.TempDir(), "proj")
+	writeTree(t, proj, map[string]string{"a.txt": "one\n", "big": strings.Repeat("x", 80000)})
+	store, err := daemon.DefaultStore(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	importInto(t, daemon.DBPath(store), proj, "first")
+	first := cloneHead(t, proj)
+	writeTree(t, proj, map[string]string{"a.txt": "two\n"})
+	importInto(t, daemon.DBPath(store), proj, "second")
+	remote := t.TempDir()
+	url := "file://" + remote
+	for _, args := range [][]string{{"remote", "add", "origin", url, "--dir", proj}, {"push", "--dir", proj}} {
+		if code := run(args); code != 0 {
+			t.Fatalf("reynfs %s: exit %d", strings.Join(args, " "), code)
+		}
+	}
+	packs := countPacks(t, remote)
+	at := url + "#proj@" + strconv.FormatUint(first, 10)
+	if code := run([]string{"fork", at, "side"}); code != 0 {
+		t.Fatalf("fork: exit %d", code)
+	}
+	if n := countPacks(t, remote); n != packs {
+		t.Fatalf("fork wrote %d packs, want none", n-packs)
+	}
+	side := filepath.Join(t.TempDir(), "side")
+	if code := run([]string{"clone", "--take", url + "#side", side}); code != 0 {
+		t.Fatalf("clone --take of the fork: exit %d", code)
+	}
+	if b, err := os.ReadFile(filepath.Join(side, "a.txt")); err != nil || string(b) != "one\n" {
+		t.Fatalf("the fork's a.txt = %q, %v; want the parent's at seq %d", b, err, first)
+	}
+	writeTree(t, side, map[string]string{"new.txt": "side\n"})
+	sstore, err := daemon.DefaultStore(side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	importInto(t, daemon.DBPath(sstore), side, "side")
+	if code := run([]string{"push", "--ws", "side", "--dir", side}); code != 0 {
+		t.Fatalf("push --ws side: exit %d", code)
+	}
+	if n := countPacks(t, remote); n != packs+2 {
+		t.Fatalf("the fork's push left %d new packs, want 2 (its new file's chunk, its tree)", n-packs)
+	}
+	again := filepath.Join(t.TempDir(), "again")
+	if code := run([]string{"clone", url + "#side", again}); code != 0 {
+		t.Fatalf("clone of the fork: exit %d", code)
+	}
+	diffR(t, side, again)
+	for _, args := range [][]string{
+		{"fork", url + "#proj@x", "n"},
+		{"fork", url + "#proj", "proj"},
+		{"fork", url, "n"},
+		{"fork", url + "#proj", "bad/name"},
+	} {
+		if code := run(args); code != exitUsage {
+			t.Errorf("reynfs %s: exit %d, want %d", strings.Join(args, " "), code, exitUsage)
+		}
+	}
+	if code := run([]string{"fork", url + "#proj", "side"}); code != exitFailure {
+		t.Errorf("fork onto an existing workspace: exit %d, want %d", code, exitFailure)
 	}
 }
