@@ -75,6 +75,10 @@ func TestTakeoverOfStoppedPusher(t *testing.T) {
 			if _, err := PushWith(ctx, a.j, b, "w", o); !errors.Is(err, ErrDeposed) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("the deposed store's next push = %v, want %q", err, want)
 			}
+			// As the line says: push --ws NEW keeps its records.
+			if res, err := PushWith(ctx, a.j, b, "kept", o); err != nil || res.Through != a.j.Durable() {
+				t.Fatalf("the deposed store's push as a new workspace: %+v, %v", res, err)
+			}
 
 			c.write(t, "taker", pattern(3, 3000))
 			c.cut(t, "three")
