@@ -24,8 +24,9 @@ func newForkCommand() *cobra.Command {
 		Long: `Make the workspace NEW on the remote at URL a fork of its workspace WS at seq SEQ (by
 default WS's head on the remote): NEW's head names WS and SEQ, and nothing is copied. A
 clone of NEW holds WS's history through SEQ and then NEW's own; the objects are the
-remote's, shared by both. NEW has no writer yet: 'reynfs clone --take URL#NEW DIR'
-makes the clone its writer, and its pushes send only what it adds.
+remote's, shared by both. NEW has no writer yet: the first 'reynfs push --ws NEW' from a
+clone of it (or a 'reynfs clone --take') makes that store its writer; its pushes send
+only what it adds.
 
 ` + remoteURLHelp + "\n\n" + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(2)),
@@ -69,7 +70,7 @@ func runFork(ctx context.Context, o forkOptions, src, name string) error {
 	if o.asJSON {
 		return printJSON(res)
 	}
-	termsafe.Printf("forked %s#%s at seq %d as %s; 'reynfs clone --take %s#%s DIR' makes a writer for it\n",
+	termsafe.Printf("forked %s#%s at seq %d as %s; 'reynfs clone %s#%s DIR' and a push from there extend it\n",
 		raw, ws, res.Seq, name, raw, name)
 	return nil
 }

@@ -179,8 +179,8 @@ func countPacks(t *testing.T, remote string) int {
 	return len(m)
 }
 
-// TestForkCommand: `reynfs fork URL#WS@SEQ NEW` writes no pack; `clone
-// --take` of NEW holds WS's state at SEQ; its `push --ws NEW` adds packs
+// TestForkCommand: `reynfs fork URL#WS@SEQ NEW` writes no pack; a clone
+// of NEW holds WS's state at SEQ; its `push --ws NEW` claims NEW and adds packs
 // for its new file only (one data pack, one tree pack), and a clone of
 // NEW shows the fork's file on the parent's state. Bad input exits 2.
 func TestForkCommand(t *testing.T) {
@@ -214,8 +214,8 @@ func TestForkCommand(t *testing.T) {
 		t.Fatalf("fork wrote %d packs, want none", n-packs)
 	}
 	side := filepath.Join(t.TempDir(), "side")
-	if code := run([]string{"clone", "--take", url + "#side", side}); code != 0 {
-		t.Fatalf("clone --take of the fork: exit %d", code)
+	if code := run([]string{"clone", url + "#side", side}); code != 0 {
+		t.Fatalf("clone of the fork: exit %d", code)
 	}
 	if b, err := os.ReadFile(filepath.Join(side, "a.txt")); err != nil || string(b) != "one\n" {
 		t.Fatalf("the fork's a.txt = %q, %v; want the parent's at seq %d", b, err, first)

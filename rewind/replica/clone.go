@@ -99,6 +99,12 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 		if err := c.takeOver(); err != nil {
 			return nil, err
 		}
+	} else if unheldFork(c.head) {
+		// A clone of a fork no store writes yet: its first push claims
+		// the fork (lease.go), from the seq HEAD covers.
+		if err := c.loc.setShipped(ws, shipped{Seq: c.head.Seq, ETag: c.etag, Epoch: c.head.Epoch()}); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.makeLive(target); err != nil {
 		return nil, err

@@ -133,7 +133,8 @@
 // by PutIfMatch with the ETag the clone read: epoch+1 from HEAD's seq+1
 // (replacing the last epoch if it shipped nothing), the clone's store as
 // holder, expired. Fork writes a HEAD naming its parent and seq, held by
-// no store (an expired placeholder holder): clone --take makes a writer.
+// no store (an expired placeholder holder): the first push of a clone
+// of it claims it in epoch 2 (a later clone's push is deposed).
 // A clone records every object the index files name as held (not their
 // subtrees), so a push from a fork's clone sends only what is new.
 // Not built: continuous replication, lazy clone, remote GC (invariant

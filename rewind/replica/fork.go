@@ -11,6 +11,10 @@ import (
 	"github.com/reynfs/reynfs/cas/objstore"
 )
 
+// forkHolder prefixes the store id of the placeholder holder of a fork
+// no store has written yet.
+const forkHolder = "fork-"
+
 // ForkResult says what a fork made.
 type ForkResult struct {
 	Remote string `json:"remote"`
@@ -24,8 +28,9 @@ type ForkResult struct {
 // copied. A clone of ws reads the parent's segments up to seq (by the
 // parent's epochs, which never change below its HEAD's seq) and then
 // ws's own; the packs are the remote's, shared. The new HEAD is held by
-// no store (its holder is the fork itself, its lease expired): `reynfs
-// clone --take` of ws makes a store its writer.
+// no store (its holder is a placeholder, its lease expired): the first
+// push from a clone of ws (or a clone --take) makes a store its writer,
+// in epoch 2.
 func Fork(ctx context.Context, b objstore.Backend, parent string, seq uint64, ws string) (*ForkResult, error) {
 	for _, n := range []string{parent, ws} {
 		if err := CheckName(n); err != nil {
@@ -72,7 +77,7 @@ func Fork(ctx context.Context, b objstore.Backend, parent string, seq uint64, ws
 		return fail(err)
 	}
 	h := &Head{Format: Format, Seq: seq, Floor: ph.Floor, Epochs: []Epoch{{Epoch: 1, First: 1}},
-		Holder:  Holder{Host: host, Pid: os.Getpid(), Store: "fork-" + hex.EncodeToString(id[:])},
+		Holder:  Holder{Host: host, Pid: os.Getpid(), Store: forkHolder + hex.EncodeToString(id[:])},
 		Expires: now.UTC().Round(0), Parent: &Parent{WS: parent, Seq: seq}}
 	if d := ph.Dropped; d != nil && d.Below <= seq+1 {
 		h.Dropped = d

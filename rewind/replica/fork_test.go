@@ -128,3 +128,40 @@ func TestForkBesideParent(t *testing.T) {
 		t.Fatalf("the parent's store pushing over the fork = %v, want ErrNotOurs", err)
 	}
 }
+
+// TestForkClaimedByPush: the first push from a plain clone of a fork no
+// store writes yet claims it (epoch 2) and extends it; another clone
+// made before the claim is then refused as deposed.
+func TestForkClaimedByPush(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New("claim")
+	s := newSource(t)
+	at := history(t, s)
+	if _, err := Push(ctx, s.j, fake, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Fork(ctx, fake, "w", at["mid"], "f"); err != nil {
+		t.Fatal(err)
+	}
+	var clones []*source
+	for range 2 {
+		dir := filepath.Join(t.TempDir(), "db")
+		if _, err := Clone(ctx, fake, "f", dir, ""); err != nil {
+			t.Fatal(err)
+		}
+		c := reopen(t, dir)
+		c.write(t, "mine", pattern(5, 2000))
+		c.sync(t)
+		clones = append(clones, c)
+	}
+	res, err := Push(ctx, clones[0].j, fake, "f")
+	if err != nil || res.From != at["mid"]+1 || res.Through != clones[0].j.Durable() {
+		t.Fatalf("the first push of a clone of the fork: %+v, %v", res, err)
+	}
+	if h, _ := readHead(t, fake, "f"); h.Epoch() != 2 || h.Parent == nil {
+		t.Fatalf("the claimed fork's HEAD: %+v", h)
+	}
+	if _, err := Push(ctx, clones[1].j, fake, "f"); !errors.Is(err, ErrDeposed) {
+		t.Fatalf("the second clone's push to the claimed fork = %v, want deposed", err)
+	}
+}

@@ -125,6 +125,20 @@ func (p *pusher) take() error {
 				return err
 			}
 		}
+		if unheldFork(h) && mine != nil && mine.Seq == h.Seq {
+			// A clone of a fork that no store writes yet: this push
+			// claims it, in a new epoch (another clone that claims it
+			// too is deposed).
+			p.head, p.etag = h, info.ETag
+			next := *h
+			next.Epochs = nextEpochs(h)
+			next.Holder, next.Expires = p.holder, expiry(now, p.o.TTL)
+			if err := p.writeHead(p.ctx, &next); err != nil {
+				return err
+			}
+			p.leased = true
+			return nil
+		}
 		if h.Holder.Store != store {
 			return fmt.Errorf("%w: it was pushed by store %s on %s; push under another workspace name", ErrNotOurs, h.Holder.Store, h.Holder.Host)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reynfs/reynfs/cas/objstore"
@@ -94,14 +95,7 @@ func (c *cloner) takeOver() error {
 	}
 	next := *c.head
 	e := c.head.Epoch() + 1
-	next.Epochs = slices.Clone(c.head.Epochs)
-	if last := &next.Epochs[len(next.Epochs)-1]; last.First == c.head.Seq+1 {
-		// That epoch shipped nothing that HEAD covers: the new one
-		// replaces it over the same seqs.
-		last.Epoch = e
-	} else {
-		next.Epochs = append(next.Epochs, Epoch{Epoch: e, First: c.head.Seq + 1})
-	}
+	next.Epochs = nextEpochs(c.head)
 	next.Holder = Holder{Host: host, Pid: os.Getpid(), Store: store}
 	next.Expires = now.UTC().Round(0) // taken, not held: the clone's pushes hold it
 	want := next.Encode()
@@ -119,4 +113,21 @@ func (c *cloner) takeOver() error {
 	}
 	c.res.Epoch = e
 	return c.loc.setShipped(c.ws, shipped{Seq: c.head.Seq, ETag: info.ETag, Epoch: e})
+}
+
+// nextEpochs returns h's epochs followed by a new one from h.Seq+1. A
+// last epoch that shipped nothing HEAD covers is replaced over the same
+// seqs (epochs' firsts rise strictly).
+func nextEpochs(h *Head) []Epoch {
+	ep := slices.Clone(h.Epochs)
+	if last := &ep[len(ep)-1]; last.First == h.Seq+1 {
+		last.Epoch = h.Epoch() + 1
+		return ep
+	}
+	return append(ep, Epoch{Epoch: h.Epoch() + 1, First: h.Seq + 1})
+}
+
+// unheldFork: h is a fork's HEAD no store has written yet.
+func unheldFork(h *Head) bool {
+	return h.Parent != nil && strings.HasPrefix(h.Holder.Store, forkHolder)
 }
