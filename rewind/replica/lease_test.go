@@ -88,10 +88,14 @@ func TestLeaseRenewed(t *testing.T) {
 	tctx, cancel := context.WithTimeout(ctx, 2*o.TTL)
 	defer cancel()
 	waits := 0
-	_, err := Take(tctx, fake, "w", filepath.Join(t.TempDir(), "db"), TakeOptions{Poll: 50 * time.Millisecond,
+	tdir := filepath.Join(t.TempDir(), "db")
+	_, err := Take(tctx, fake, "w", tdir, TakeOptions{Poll: 50 * time.Millisecond,
 		Wait: func(Holder, time.Duration) { waits++ }})
 	if !errors.Is(err, context.DeadlineExceeded) || waits == 0 {
 		t.Fatalf("take under a renewed lease = %v after %d waits, want it to wait until its deadline", err, waits)
+	}
+	if _, err := os.Stat(tdir); !os.IsNotExist(err) {
+		t.Fatalf("a take that stopped waiting left %s: %v", tdir, err)
 	}
 	g.open()
 	if err := waitErr(t, errc); err != nil {
