@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reynfs/reynfs/cas/objstore/objstorefake"
 )
 
 // TestTakeoverOfStoppedPusher: a push stops dead (every request of it,
@@ -106,5 +108,49 @@ func TestTakeoverOfStoppedPusher(t *testing.T) {
 				t.Fatal("a clone after the takeover differs from the deposed writer's history before it")
 			}
 		})
+	}
+}
+
+// TestTakeLosesRace: if HEAD changes between the clone's read and the
+// takeover (the holder came back and renewed), the takeover's
+// PutIfMatch with the ETag the clone read fails: nothing is taken,
+// HEAD is the holder's, and no store is left.
+func TestTakeLosesRace(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New("takerace")
+	s := newSource(t)
+	s.write(t, "a", []byte("a"))
+	s.sync(t)
+	if _, err := Push(ctx, s.j, fake, "w"); err != nil {
+		t.Fatal(err)
+	}
+	var renewed []byte
+	rec := &recorder{Backend: fake}
+	rec.before = func(op, key string) {
+		if op != "list" || key != "packs/" || renewed != nil { // after the clone read HEAD
+
+			return
+		}
+		h, _ := readHead(t, fake, "w")
+		_, info, err := fake.Get(ctx, HeadKey("w"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		h.Expires = time.Now().Add(time.Hour).UTC().Round(0)
+		renewed = h.Encode()
+		if _, err := fake.PutIfMatch(ctx, HeadKey("w"), renewed, info.ETag); err != nil {
+			t.Error(err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	if _, err := Take(ctx, rec, "w", dir, TakeOptions{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("take that lost the race = %v, want ErrLocked", err)
+	}
+	if _, data := readHead(t, fake, "w"); string(data) != string(renewed) {
+		t.Fatalf("HEAD after the lost takeover: %s; want the holder's", data)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a lost takeover left %s: %v", dir, err)
 	}
 }
