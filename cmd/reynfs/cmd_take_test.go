@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/reynfs/reynfs/cas/objstore"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind/replica"
@@ -249,5 +251,82 @@ func TestForkCommand(t *testing.T) {
 	}
 	if code := run([]string{"fork", url + "#proj", "side"}); code != exitFailure {
 		t.Errorf("fork onto an existing workspace: exit %d, want %d", code, exitFailure)
+	}
+}
+
+// TestTakeInterrupted: `reynfs clone --take` of a workspace whose lease
+// is live says it waits; Ctrl-C (SIGINT) ends it with exit 130, leaving
+// no directory and no store, and the remote's HEAD as it was.
+func TestTakeInterrupted(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	proj := filepath.Join(t.TempDir(), "proj")
+	writeTree(t, proj, map[string]string{"a.txt": "one\n"})
+	store, err := daemon.DefaultStore(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	importInto(t, daemon.DBPath(store), proj, "first")
+	remote := t.TempDir()
+	url := "file://" + remote
+	for _, args := range [][]string{{"remote", "add", "origin", url, "--dir", proj}, {"push", "--dir", proj}} {
+		if code := run(args); code != 0 {
+			t.Fatalf("reynfs %s: exit %d", strings.Join(args, " "), code)
+		}
+	}
+	b, err := objstore.OpenDir(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	data, info, err := b.Get(ctx, replica.HeadKey("proj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := replica.DecodeHead(replica.HeadKey("proj"), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Holder.Host, h.Expires = "elsewhere", time.Now().Add(time.Hour).UTC().Round(0)
+	if _, err := b.PutIfMatch(ctx, replica.HeadKey("proj"), h.Encode(), info.ETag); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(t.TempDir(), "dest")
+	cmd := exec.Command(os.Args[0], "clone", "--take", url+"#proj", dest)
+	cmd.Env = append(os.Environ(), asCLI+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if !strings.HasPrefix(line, "waiting for the lease of elsewhere pid ") {
+		t.Fatalf("clone --take said %q, %v; want the waiting line", line, err)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("interrupted clone --take: %v, want exit %d", err, exitInterrupted)
+	}
+	dstore, err := daemon.DefaultStore(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dest, dstore} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("the interrupted take left %s: %v", p, err)
+		}
+	}
+	if now, _, err := b.Get(ctx, replica.HeadKey("proj")); err != nil || string(now) != string(h.Encode()) {
+		t.Fatalf("HEAD after the interrupted take: %s, %v", now, err)
 	}
 }
