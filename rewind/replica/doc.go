@@ -106,7 +106,10 @@
 // store, then the records under their own seqs (journal.EnqueueAt),
 // sets the floor and the dropped-generation count, indexes the
 // generations, and makes the target live with a reset record (as an
-// offline rewind does) unless it is head.
+// offline rewind does) unless it is head. For a fork (HEAD names a
+// parent and seq), the tiling of 1..that seq comes from the parent's
+// segments by the parent's HEAD (its last segment may run past the
+// fork's seq: the records past it are dropped), then the fork's own.
 //
 // # The lease
 //
@@ -116,7 +119,7 @@
 // writer takes over only after the lease expired, by writing HEAD with
 // epoch+1 and its own holder; the deposed writer's next PutIfMatch fails,
 // it re-reads HEAD, sees the newer epoch and stops: it refuses to push
-// and offers to fork what it has.
+// and offers to keep what it has as a new workspace (push --ws NEW).
 //
 // What is built (lease.go, take.go, fork.go): a push of an unmounted
 // store holds the lease, renewed by a goroutine once a third of the TTL
