@@ -21,13 +21,14 @@ import (
 type cloneOptions struct {
 	storeOptions
 	at     string
+	take   bool
 	asJSON bool
 }
 
 func newCloneCommand() *cobra.Command {
 	var o cloneOptions
 	cmd := &cobra.Command{
-		Use:   "clone URL#WS DIR [--at TARGET] [--store STORE]",
+		Use:   "clone URL#WS DIR [--at TARGET | --take] [--store STORE]",
 		Short: "Make a new workspace in DIR from a remote's workspace",
 		Long: `Fetch the workspace WS of the remote at URL (its whole history as the remote's head
 covers it: every record under its original seq, every object they reach) into a new
@@ -38,6 +39,12 @@ it came from. WS defaults to DIR's base name. 'reynfs mount DIR' then continues 
 there; the remote is named "origin" in the new store ('reynfs push --ws NEW' pushes the
 clone as a new workspace there, sending only what the clone added).
 
+--take takes the workspace over, for when its writer died or is gone: clone waits
+(saying so on stderr; Ctrl-C stops it) until the writer's lease has expired by the
+server's clock, clones the remote's head, and makes the new store the workspace's
+writer in a new epoch: 'reynfs push' from the clone then continues WS itself. A
+writer that comes back finds itself deposed; what it had not pushed is not in WS.
+
 ` + remoteURLHelp + "\n\n" + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -45,6 +52,7 @@ clone as a new workspace there, sending only what the clone added).
 		},
 	}
 	cmd.Flags().StringVar(&o.at, "at", "", "the state to make live (default: the remote's head)")
+	cmd.Flags().BoolVar(&o.take, "take", false, "take the workspace over once its writer's lease has expired")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the new workspace (default: the one 'reynfs mount DIR' uses)")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
 	return cmd
@@ -67,6 +75,9 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	}
 	if err := replica.CheckName(ws); err != nil {
 		return fmt.Errorf("%w: workspace %v", errUsage, err)
+	}
+	if o.take && o.at != "" {
+		return fmt.Errorf("%w: --take clones the remote's head; it cannot be combined with --at", errUsage)
 	}
 	if names, err := os.ReadDir(dest); err == nil && len(names) > 0 {
 		return fmt.Errorf("%w: %s is not empty; clone writes into a new or empty directory", errUsage, dest)
@@ -103,21 +114,48 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 			}
 		}()
 	}
-	err = busy(!o.asJSON, "cloning "+src, func() error {
-		if res, err = replica.Clone(ctx, b, ws, db, o.at); err != nil {
+	if o.take {
+		if res, err = replica.Take(ctx, b, ws, db, replica.TakeOptions{Wait: waitLine(src)}); err != nil {
 			return err
 		}
-		return exportLive(db, dest, b.String())
-	})
+		err = exportLive(db, dest, b.String())
+	} else {
+		err = busy(!o.asJSON, "cloning "+src, func() error {
+			if res, err = replica.Clone(ctx, b, ws, db, o.at); err != nil {
+				return err
+			}
+			return exportLive(db, dest, b.String())
+		})
+	}
 	if err != nil {
 		return err
 	}
 	if o.asJSON {
 		return printJSON(cloneInfo{CloneResult: res, Dir: dest, Store: store})
 	}
+	if o.take {
+		termsafe.Printf("took over %s#%s at seq %d (epoch %d): %d records, %d objects into %s, store %s; 'reynfs push' continues it\n",
+			raw, ws, res.Head, res.Epoch, res.Records, res.Objects, dest, store)
+		return nil
+	}
 	termsafe.Printf("cloned %s#%s (seqs through %d: %d records, %d objects) into %s, store %s; live: seq %d\n",
 		raw, ws, res.Head, res.Records, res.Objects, dest, store, res.Target)
 	return nil
+}
+
+// waitLine returns Take's Wait: a line on stderr when the holder changes
+// (or every 10 s) while the lease it waits for is live.
+func waitLine(src string) func(replica.Holder, time.Duration) {
+	var last replica.Holder
+	var said time.Time
+	return func(h replica.Holder, left time.Duration) {
+		if h == last && time.Since(said) < 10*time.Second {
+			return
+		}
+		last, said = h, time.Now()
+		termsafe.Fprintf(os.Stderr, "waiting for the lease of %s pid %d on %s to expire (%s left by the server's clock; Ctrl-C stops)\n",
+			h.Host, h.Pid, src, left.Round(time.Second))
+	}
 }
 
 // exportLive writes the live state of the store db into dir, records

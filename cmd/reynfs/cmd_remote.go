@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -200,6 +201,10 @@ type pushOptions struct {
 	ws string
 }
 
+// leaseTTLEnv sets the lease's TTL of a push (default 60 s): tests
+// shorten it.
+const leaseTTLEnv = "REYNFS_LEASE_TTL"
+
 func newPushCommand() *cobra.Command {
 	var o pushOptions
 	cmd := &cobra.Command{
@@ -210,7 +215,10 @@ remote's head and the objects they reach that it does not hold (found from the s
 own record of what it sent, without asking the server object by object). NAME may be
 left out when the store names one remote. WS is the workspace's name in the remote:
 by default the project directory's base name. The push holds the workspace's lease on
-the remote while it runs; a workspace pushed by another store is refused.
+the remote while it runs, renewing it; a workspace pushed by another store is refused,
+and so is one whose lease another writer holds ("remote locked by ...") or that
+another store took over ('reynfs clone --take'): a deposed store's records after the
+takeover are not in WS, and 'reynfs push --ws NEW' keeps them as a new workspace.
 
 A mounted workspace cannot push yet: unmount it first.
 
@@ -265,9 +273,15 @@ func runPush(ctx context.Context, o pushOptions, name string) error {
 	if err != nil {
 		return err
 	}
+	var ttl time.Duration // the lease's; tests shorten it
+	if v := os.Getenv(leaseTTLEnv); v != "" {
+		if ttl, err = time.ParseDuration(v); err != nil || ttl <= 0 {
+			return fmt.Errorf("%w: %s=%q: want a positive duration", errUsage, leaseTTLEnv, v)
+		}
+	}
 	var res *replica.PushResult
 	err = busy(!o.asJSON, "pushing to "+name, func() error {
-		res, err = replica.Push(ctx, j, b, ws)
+		res, err = replica.PushWith(ctx, j, b, ws, replica.Options{TTL: ttl})
 		return err
 	})
 	if err != nil {

@@ -22,9 +22,10 @@ import (
 type CloneResult struct {
 	Remote   string `json:"remote"`
 	WS       string `json:"ws"`
-	Head     uint64 `json:"head"`   // the remote HEAD's seq: the clone's history ends there
-	Target   uint64 `json:"target"` // the seq whose state is live in the clone
-	Reset    uint64 `json:"reset"`  // the reset record that made it live (0: the target is head)
+	Head     uint64 `json:"head"`            // the remote HEAD's seq: the clone's history ends there
+	Target   uint64 `json:"target"`          // the seq whose state is live in the clone
+	Reset    uint64 `json:"reset"`           // the reset record that made it live (0: the target is head)
+	Epoch    uint64 `json:"epoch,omitempty"` // a takeover's new epoch
 	Records  int    `json:"records"`
 	Segments int    `json:"segments"`
 	Packs    int    `json:"packs"`
@@ -41,6 +42,12 @@ type CloneResult struct {
 // reset record appended after the remote's records. On failure nothing
 // is left in dir.
 func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res *CloneResult, err error) {
+	return clone(ctx, b, ws, dir, target, false)
+}
+
+// clone is Clone; take: take the workspace over (take.go) once the
+// records are written.
+func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take bool) (res *CloneResult, err error) {
 	if err := CheckName(ws); err != nil {
 		return nil, fmt.Errorf("clone: workspace %w", err)
 	}
@@ -88,6 +95,17 @@ func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res
 	if err := c.write(recs); err != nil {
 		return nil, err
 	}
+	if take {
+		if err := c.takeOver(); err != nil {
+			return nil, err
+		}
+	} else if unheldFork(c.head) {
+		// A clone of a fork no store writes yet: its first push claims
+		// the fork (lease.go), from the seq HEAD covers.
+		if err := c.loc.setShipped(ws, shipped{Seq: c.head.Seq, ETag: c.etag, Epoch: c.head.Epoch()}); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.makeLive(target); err != nil {
 		return nil, err
 	}
@@ -100,6 +118,7 @@ type cloner struct {
 	ws   string
 	j    *journal.Journal
 	head *Head
+	etag string // HEAD's, as read
 	res  *CloneResult
 	// where: every object the index files name, and the pack holding it.
 	where map[cas.Hash]located
@@ -115,13 +134,14 @@ type located struct {
 // records reads HEAD first (invariant 4), then the segments it covers.
 func (c *cloner) records() ([]*journal.Record, error) {
 	key := HeadKey(c.ws)
-	data, _, err := c.b.Get(c.ctx, key)
+	data, info, err := c.b.Get(c.ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
 		return nil, fmt.Errorf("the remote has no workspace %s", c.ws)
 	}
 	if err != nil {
 		return nil, err
 	}
+	c.etag = info.ETag
 	if c.head, err = DecodeHead(key, data); err != nil {
 		return nil, err
 	}
@@ -129,10 +149,51 @@ func (c *cloner) records() ([]*journal.Record, error) {
 		return nil, fmt.Errorf("workspace %s has no records yet", c.ws)
 	}
 	c.res.Head = c.head.Seq
+	recs, err := c.segments(c.ws, c.head, c.head.Seq, 0)
+	if err != nil {
+		return nil, err
+	}
+	c.res.Records = len(recs)
+	return recs, nil
+}
+
+// segments reads the records of workspace ws through h.Seq, by h's
+// epochs, from segments its HEAD covers (through covered): for a fork, those through the fork's seq from its parent (by
+// the parent's HEAD, whose epochs below that seq never change), then
+// its own. depth bounds a chain of forks.
+func (c *cloner) segments(ws string, h *Head, covered uint64, depth int) ([]*journal.Record, error) {
+	var recs []*journal.Record
+	from := uint64(1)
+	if h.Parent != nil {
+		if depth >= 64 {
+			return nil, fmt.Errorf("%w: %s: a chain of more than 64 forks", ErrCorrupt, HeadKey(ws))
+		}
+		key := HeadKey(h.Parent.WS)
+		data, _, err := c.b.Get(c.ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("the parent of fork %s: %w", ws, err)
+		}
+		ph, err := DecodeHead(key, data)
+		if err != nil {
+			return nil, err
+		}
+		if ph.Seq < h.Parent.Seq {
+			return nil, fmt.Errorf("%w: fork %s starts at seq %d of %s, whose HEAD covers %d", ErrCorrupt, ws, h.Parent.Seq, h.Parent.WS, ph.Seq)
+		}
+		cut := *ph
+		cut.Seq = h.Parent.Seq
+		if recs, err = c.segments(h.Parent.WS, &cut, ph.Seq, depth+1); err != nil {
+			return nil, err
+		}
+		from = h.Parent.Seq + 1
+	}
+	if from > h.Seq {
+		return recs, nil
+	}
 	var segs []seg
-	err = c.b.List(c.ctx, segPrefix(c.ws), func(i objstore.Info) error {
-		if e, first, last, ok := ParseSegmentKey(c.ws, i.Key); ok && last <= c.head.Seq &&
-			c.head.EpochOf(first) == e && c.head.EpochOf(last) == e {
+	err := c.b.List(c.ctx, segPrefix(ws), func(i objstore.Info) error {
+		if e, first, last, ok := ParseSegmentKey(ws, i.Key); ok && first >= from && last <= covered &&
+			h.EpochOf(first) == e && h.EpochOf(last) == e {
 			segs = append(segs, seg{key: i.Key, first: first, last: last})
 		}
 		return nil
@@ -140,25 +201,27 @@ func (c *cloner) records() ([]*journal.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	chain := cover(segs, 1, c.head.Seq)
+	chain := coverPast(segs, from, h.Seq, covered > h.Seq)
 	if chain == nil {
-		return nil, fmt.Errorf("%w: the segments of %s do not cover seqs 1-%d that HEAD covers", ErrCorrupt, segPrefix(c.ws), c.head.Seq)
+		return nil, fmt.Errorf("%w: the segments of %s do not cover seqs %d-%d that HEAD covers", ErrCorrupt, segPrefix(ws), from, h.Seq)
 	}
-	var recs []*journal.Record
 	for _, s := range chain {
 		data, _, err := c.b.Get(c.ctx, s.key)
 		if err != nil {
 			return nil, err
 		}
-		d, err := DecodeSegment(c.ws, s.key, data)
+		d, err := DecodeSegment(ws, s.key, data)
 		if err != nil {
 			return nil, err
 		}
-		recs = append(recs, d.Records...)
+		for _, r := range d.Records {
+			if r.Seq <= h.Seq { // a fork's parent: its last segment may run past the fork
+				recs = append(recs, r)
+			}
+		}
 		c.res.Segments++
 		c.res.Bytes += int64(len(data))
 	}
-	c.res.Records = len(recs)
 	return recs, nil
 }
 
@@ -170,7 +233,11 @@ type seg struct {
 // cover picks segments tiling from..to, the longest first at each seq
 // (segments of one epoch hold the same records for a seq, so any tiling
 // is as good as another), backtracking from a dead end.
-func cover(segs []seg, from, to uint64) []seg {
+func cover(segs []seg, from, to uint64) []seg { return coverPast(segs, from, to, false) }
+
+// coverPast is cover; past: the last segment may run past to (a fork
+// point inside a parent's segment).
+func coverPast(segs []seg, from, to uint64, past bool) []seg {
 	by := map[uint64][]seg{}
 	for _, s := range segs {
 		by[s.first] = append(by[s.first], s)
@@ -188,6 +255,9 @@ func cover(segs []seg, from, to uint64) []seg {
 			return nil
 		}
 		for _, s := range by[at] {
+			if past && s.last > to {
+				return []seg{s} // past the end: a fork's point inside it
+			}
 			if rest := walk(s.last + 1); rest != nil {
 				return append([]seg{s}, rest...)
 			}
@@ -287,7 +357,14 @@ func (c *cloner) objects(recs []*journal.Record) error {
 	}
 	// The remote holds all of it, each tree whole: a push from the clone
 	// (a new workspace in the same remote) sends none of it again.
-	held := make(map[cas.Hash]byte, len(seen)+len(data))
+	// Every object an index file names is on the remote (its subtree
+	// maybe not: a push cut off may have left a tree pack without the
+	// packs of what it names), so a push from the clone (to a fork, or
+	// as a new workspace) never sends one again.
+	held := make(map[cas.Hash]byte, len(c.where)+len(seen))
+	for h := range c.where {
+		held[h] = holdsData
+	}
 	for h := range data {
 		held[h] = holdsData
 	}

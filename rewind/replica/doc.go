@@ -38,7 +38,9 @@
 // record up to it is in a segment HEAD covers, and every object those
 // records reach is in a pack whose index is written), the floor (the
 // first retained seq), the epochs ([{epoch, first}]: segments of epoch
-// e are valid for seqs from its first up to the next epoch's first - 1),
+// e are valid for seqs from its first up to the next epoch's first - 1;
+// a segment of epoch e outside that range, which a deposed writer may
+// leave, is never read),
 // the holder of the lease (host, pid, store id), the lease's expiry in
 // the server's time, and, for a fork, the parent workspace and seq.
 //
@@ -104,7 +106,10 @@
 // store, then the records under their own seqs (journal.EnqueueAt),
 // sets the floor and the dropped-generation count, indexes the
 // generations, and makes the target live with a reset record (as an
-// offline rewind does) unless it is head.
+// offline rewind does) unless it is head. For a fork (HEAD names a
+// parent and seq), the tiling of 1..that seq comes from the parent's
+// segments by the parent's HEAD (its last segment may run past the
+// fork's seq: the records past it are dropped), then the fork's own.
 //
 // # The lease
 //
@@ -114,13 +119,27 @@
 // writer takes over only after the lease expired, by writing HEAD with
 // epoch+1 and its own holder; the deposed writer's next PutIfMatch fails,
 // it re-reads HEAD, sees the newer epoch and stops: it refuses to push
-// and offers to fork what it has.
+// and offers to keep what it has as a new workspace (push --ws NEW).
 //
-// This first slice pushes an unmounted store only, holds the lease for
-// one push (60 s, renewed with every HEAD it writes, no renewal loop),
-// and writes epoch 1 only: takeover is not built. It refuses a HEAD
-// another store wrote (ErrNotOurs) and an unexpired lease held from
-// another host (ErrLocked); an unexpired lease held by this store from
-// this host is a push that died (the store is locked by the process
-// pushing now), and is taken back.
+// What is built (lease.go, take.go, fork.go): a push of an unmounted
+// store holds the lease, renewed by a goroutine once a third of the TTL
+// (Options.TTL, 60 s) has passed by the server's clock; a renewal that
+// fails (HEAD changed, or no answer for half the TTL) cancels the
+// push's requests, and it writes nothing more. A push refuses an
+// unexpired lease of another writer (LockedError: "remote locked by
+// ..."), a HEAD another store wrote (ErrNotOurs), and, for a store that
+// pushed here before, a newer epoch (DeposedError: "deposed: ...",
+// naming the last seq of its that the remote keeps). An unexpired lease
+// held by this store from this host is a push that died (the store is
+// locked by the process pushing now), and is taken back. Take (clone
+// --take) waits for the lease to expire, clones head, then writes HEAD
+// by PutIfMatch with the ETag the clone read: epoch+1 from HEAD's seq+1
+// (replacing the last epoch if it shipped nothing), the clone's store as
+// holder, expired. Fork writes a HEAD naming its parent and seq, held by
+// no store (an expired placeholder holder): the first push of a clone
+// of it claims it in epoch 2 (a later clone's push is deposed).
+// A clone records every object the index files name as held (not their
+// subtrees), so a push from a fork's clone sends only what is new.
+// Not built: continuous replication, lazy clone, remote GC (invariant
+// 5 holds because nothing deletes), forks at targets other than a seq.
 package replica

@@ -110,6 +110,9 @@ func (l local) markHeld(objs map[cas.Hash]byte) error {
 type shipped struct {
 	Seq  uint64 `json:"seq"`
 	ETag string `json:"etag"`
+	// Epoch: the epoch this store wrote HEAD in (0: written before
+	// epochs were recorded here, i.e. 1).
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 func (l local) shipped(ws string) (*shipped, error) {

@@ -1,11 +1,11 @@
 package replica
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/reynfs/reynfs/cas"
@@ -72,7 +72,7 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 	if err := CheckName(ws); err != nil {
 		return nil, fmt.Errorf("push: workspace %w", err)
 	}
-	p := &pusher{ctx: ctx, j: j, b: b, ws: ws, o: o.withDefaults(),
+	p := &pusher{ctx: ctx, base: ctx, j: j, b: b, ws: ws, o: o.withDefaults(),
 		res:  &PushResult{Remote: b.String(), WS: ws},
 		sent: map[cas.Hash]byte{}, unmarked: map[cas.Hash]byte{}}
 	cfg, err := remoteConfig(ctx, b, true)
@@ -86,6 +86,9 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 		return nil, fmt.Errorf("push to %s#%s: %w", b, ws, err)
 	}
 	err = p.run()
+	if lost := p.check(); lost != nil {
+		err = lost // the push stopped because the lease was lost
+	}
 	if rerr := p.release(); err == nil && rerr != nil {
 		err = rerr
 	}
@@ -123,7 +126,9 @@ func remoteConfig(ctx context.Context, b objstore.Backend, create bool) (*Config
 }
 
 type pusher struct {
+	// ctx is cancelled when the lease is lost (base is the caller's).
 	ctx    context.Context
+	base   context.Context
 	j      *journal.Journal
 	b      objstore.Backend
 	ws     string
@@ -134,6 +139,15 @@ type pusher struct {
 	head   *Head
 	etag   string
 	leased bool
+
+	// mu orders HEAD writes of the push and of the renewal goroutine,
+	// and guards head, etag, leased, renewed (the local time of the
+	// last HEAD written) and lost (why the lease was lost).
+	mu         sync.Mutex
+	renewed    time.Time
+	lost       error
+	stop, done chan struct{}
+	held       bool // the fault hold ran (hold)
 
 	// sent: objects put in a pack during this push (bits as in local);
 	// unmarked: those not yet recorded locally.
@@ -147,143 +161,12 @@ type packer struct {
 	size  int
 }
 
-// lease reads HEAD and takes the lease (creating HEAD on a first push).
-func (p *pusher) lease() error {
-	store, err := p.j.StoreID()
-	if err != nil {
-		return err
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		return err
-	}
-	p.holder = Holder{Host: host, Pid: os.Getpid(), Store: store}
-	mine, err := p.loc.shipped(p.ws)
-	if err != nil {
-		return err
-	}
-	now, err := p.b.Now(p.ctx)
-	if err != nil {
-		return err
-	}
-	key := HeadKey(p.ws)
-	data, info, err := p.b.Get(p.ctx, key)
-	if errors.Is(err, objstore.ErrNotExist) {
-		if mine != nil {
-			return fmt.Errorf("%w: the remote has no HEAD, and this store pushed seqs through %d there: refusing to push over a remote that lost them", ErrDiverged, mine.Seq)
-		}
-		h := &Head{Format: Format, Floor: 1, Epochs: []Epoch{{Epoch: 1, First: 1}},
-			Holder: p.holder, Expires: expiry(now, p.o.TTL)}
-		info, err := p.b.PutIfAbsent(p.ctx, key, h.Encode())
-		if errors.Is(err, objstore.ErrPrecondition) {
-			data, ginfo, gerr := p.b.Get(p.ctx, key)
-			if gerr != nil || !bytes.Equal(data, h.Encode()) {
-				return fmt.Errorf("%w: another writer created it meanwhile", ErrLocked)
-			}
-			info, err = ginfo, nil // ours: a retried write whose reply was lost
-		}
-		if err != nil {
-			return err
-		}
-		p.head, p.etag, p.leased = h, info.ETag, true
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	h, err := DecodeHead(key, data)
-	if err != nil {
-		return err
-	}
-	switch {
-	case h.Holder.Store != store:
-		return fmt.Errorf("%w: it was pushed by store %s on %s; push under another workspace name", ErrNotOurs, h.Holder.Store, h.Holder.Host)
-	case now.Before(h.Expires) && h.Holder.Host != host:
-		// The same store on another host: a copy. On this host, the
-		// holder of an unexpired lease is a push of this store that
-		// died: this process holds the store's lock.
-		return fmt.Errorf("%w: remote locked by %s pid %d until %s", ErrLocked, h.Holder.Host, h.Holder.Pid, h.Expires.Format(time.RFC3339))
-	case mine != nil && mine.Seq > h.Seq:
-		return fmt.Errorf("%w: the remote's HEAD is at seq %d, and this store pushed seqs through %d there", ErrDiverged, h.Seq, mine.Seq)
-	case h.Seq > p.j.Durable():
-		return fmt.Errorf("%w: the remote holds seqs through %d, this store only through %d", ErrDiverged, h.Seq, p.j.Durable())
-	}
-	p.head, p.etag = h, info.ETag
-	next := *h
-	next.Holder, next.Expires = p.holder, expiry(now, p.o.TTL)
-	if err := p.writeHead(&next); err != nil {
-		return err
-	}
-	p.leased = true
-	return nil
-}
-
-func expiry(now time.Time, ttl time.Duration) time.Time { return now.Add(ttl).UTC().Round(0) }
-
-// writeHead replaces HEAD (p.head, read with ETag p.etag) with h by
-// PutIfMatch (invariant 3); h becomes p.head only when it is written.
-func (p *pusher) writeHead(h *Head) error {
-	key := HeadKey(p.ws)
-	want := h.Encode()
-	info, err := p.b.PutIfMatch(p.ctx, key, want, p.etag)
-	if errors.Is(err, objstore.ErrPrecondition) {
-		data, ginfo, gerr := p.b.Get(p.ctx, key)
-		if gerr == nil && bytes.Equal(data, want) {
-			// Our write, applied: its reply was lost and the client
-			// retried it (only this process writes its own holder).
-			p.head, p.etag = h, ginfo.ETag
-			return nil
-		}
-		if gerr == nil {
-			if h, derr := DecodeHead(key, data); derr == nil {
-				if h.Epoch() > p.head.Epoch() {
-					return fmt.Errorf("%w: epoch %d by %s pid %d", ErrDeposed, h.Epoch(), h.Holder.Host, h.Holder.Pid)
-				}
-				return fmt.Errorf("%w: HEAD changed under the push (now held by %s pid %d)", ErrLocked, h.Holder.Host, h.Holder.Pid)
-			}
-		}
-		return fmt.Errorf("%w: HEAD changed under the push", ErrLocked)
-	}
-	if err != nil {
-		return err
-	}
-	p.head, p.etag = h, info.ETag
-	return nil
-}
-
-// release ends the lease: HEAD's expiry becomes the server's now.
-func (p *pusher) release() error {
-	if !p.leased {
-		return nil
-	}
-	ctx := p.ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-	}
-	now, err := p.b.Now(ctx)
-	if err != nil {
-		return fmt.Errorf("release the lease: %w", err)
-	}
-	next := *p.head
-	next.Expires = now.UTC().Round(0)
-	saved := p.ctx
-	p.ctx = ctx
-	defer func() { p.ctx = saved }()
-	if err := p.writeHead(&next); err != nil {
-		return fmt.Errorf("release the lease: %w", err)
-	}
-	p.leased = false
-	return nil
-}
-
 // run sends the records after HEAD's seq, one segment at a time.
 func (p *pusher) run() error {
 	limit := p.j.Durable()
-	from := p.head.Seq + 1
+	from := p.current().Seq + 1
 	if from > limit {
-		p.res.Through = p.head.Seq
+		p.res.Through = from - 1
 		return nil
 	}
 	p.res.From = from
@@ -337,7 +220,11 @@ func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
 	if err != nil {
 		return err
 	}
-	if err := p.b.Put(p.ctx, SegmentKey(p.ws, p.head.EpochOf(first), first, last), seg); err != nil {
+	if err := p.check(); err != nil {
+		return err
+	}
+	cur := p.current()
+	if err := p.b.Put(p.ctx, SegmentKey(p.ws, cur.EpochOf(first), first, last), seg); err != nil {
 		return err
 	}
 	p.res.Segments++
@@ -351,18 +238,18 @@ func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
 	if err != nil {
 		return err
 	}
-	next := *p.head
+	next := p.current()
 	next.Seq, next.Floor, next.Expires = last, min(floor, last+1), expiry(now, p.o.TTL)
 	if n, below, err := rewind.DroppedGenerations(p.j); err != nil {
 		return err
 	} else if n > 0 {
 		next.Dropped = &Dropped{Gens: n, Below: min(below, last+1)}
 	}
-	if err := p.writeHead(&next); err != nil {
+	if err := p.writeHead(p.ctx, &next); err != nil {
 		return err
 	}
 	p.res.Through = last
-	return p.loc.setShipped(p.ws, shipped{Seq: last, ETag: p.etag})
+	return p.loc.setShipped(p.ws, p.shippedNow(last))
 }
 
 // addRecord queues the objects r reaches that the remote lacks.
@@ -440,7 +327,15 @@ func (p *pusher) addTree(root cas.Hash) error {
 		if err != nil {
 			return fmt.Errorf("inode object %s: %w", h, err)
 		}
-		if err := p.add(&p.packs[0], h, data, holdsTree|holdsData); err != nil {
+		// An object the remote holds whose subtree it may lack (known
+		// from an index file a clone read): not sent again, its
+		// children are looked at.
+		if ok, err := p.has(h, holdsData); err != nil {
+			return err
+		} else if ok {
+			p.sent[h] |= holdsTree
+			p.unmarked[h] |= holdsTree
+		} else if err := p.add(&p.packs[0], h, data, holdsTree|holdsData); err != nil {
 			return err
 		}
 		for _, e := range in.Entries {
@@ -477,6 +372,15 @@ func (p *pusher) flush(pk *packer) error {
 	if err != nil {
 		return err
 	}
+	if err := p.check(); err != nil {
+		return err
+	}
+	if !p.held {
+		p.held = true
+		if err := hold(p.ctx); err != nil {
+			return err
+		}
+	}
 	if err := p.b.Put(p.ctx, PackKey(id), pack); err != nil {
 		return err
 	}
@@ -488,4 +392,42 @@ func (p *pusher) flush(pk *packer) error {
 	p.res.Bytes += int64(len(pack) + len(idx))
 	pk.blobs, pk.size = nil, 0
 	return nil
+}
+
+// current returns a copy of the HEAD last written.
+func (p *pusher) current() Head {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return *p.head
+}
+
+func (p *pusher) shippedNow(seq uint64) shipped {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return shipped{Seq: seq, ETag: p.etag, Epoch: p.head.Epoch()}
+}
+
+// HoldEnv, set to a duration (REYNFS_PUSH_HOLD=2s), makes a push print
+// "push: holding" on stderr before it writes its first pack and wait
+// that long (tests stop or kill the process there).
+const HoldEnv = "REYNFS_PUSH_HOLD"
+
+func hold(ctx context.Context) error {
+	v := os.Getenv(HoldEnv)
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", HoldEnv, v, err)
+	}
+	fmt.Fprintln(os.Stderr, "push: holding")
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
