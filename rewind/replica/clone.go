@@ -88,6 +88,11 @@ func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res
 	if err := c.write(recs); err != nil {
 		return nil, err
 	}
+	// Fetch continues from here (before the reset record, if any,
+	// which makes the clone diverge from the remote).
+	if err := c.loc.setFetched(ws, c.head.Seq); err != nil {
+		return nil, err
+	}
 	if err := c.makeLive(target); err != nil {
 		return nil, err
 	}
