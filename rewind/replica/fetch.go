@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -118,9 +119,6 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 	if got == nil {
 		return nil, fmt.Errorf("this store was not cloned from workspace %s of %s (fetch brings a clone up to date)", ws, b)
 	}
-	if head := j.Head(); head != got.Seq {
-		return nil, fmt.Errorf("%w: the store has records of its own after seq %d, where it last matched the remote (its head is %d); `reynfs fork` makes them a workspace of their own", ErrDiverged, got.Seq, head)
-	}
 	h, _, err := ReadHead(ctx, b, ws)
 	if err != nil {
 		return nil, err
@@ -129,14 +127,28 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 	if h.Seq < got.Seq {
 		return nil, fmt.Errorf("%w: the remote's HEAD is at seq %d, behind the seq %d this store fetched", ErrDiverged, h.Seq, got.Seq)
 	}
-	if h.Seq == got.Seq {
+	head := j.Head()
+	if head == got.Seq && h.Seq == got.Seq {
 		return res, nil
 	}
-	res.From = got.Seq + 1
-	recs, n, err := segmentRecords(ctx, b, ws, h, res.From)
+	recs, n, err := segmentRecords(ctx, b, ws, h, got.Seq+1)
 	if err != nil {
 		return nil, err
 	}
+	if head > got.Seq {
+		// A fetch cut off after some of its records, or records of the
+		// store's own: only the first continues.
+		if recs, err = pastSame(j, got.Seq, head, recs); err != nil {
+			return nil, err
+		}
+		if recs == nil {
+			return nil, fmt.Errorf("%w: the store has records of its own after seq %d, where it last matched the remote (its head is %d); `reynfs fork` makes them a workspace of their own", ErrDiverged, got.Seq, head)
+		}
+	}
+	if len(recs) == 0 {
+		return res, loc.setFetched(ws, h.Seq)
+	}
+	res.From = recs[0].Seq
 	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h, loc: loc, res: &CloneResult{}}
 	if err := c.indexes(); err != nil {
 		return nil, err
@@ -170,4 +182,31 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 	res.Records, res.Packs, res.Objects = len(recs), c.res.Packs, c.res.Objects
 	res.Bytes = n + c.res.Bytes
 	return res, nil
+}
+
+// pastSame checks that the store's records after seq from (through
+// head) are the first of recs, byte for byte, and returns the rest of
+// recs; nil when they differ.
+func pastSame(j *journal.Journal, from, head uint64, recs []*journal.Record) ([]*journal.Record, error) {
+	i := 0
+	same := true
+	errStop := errors.New("stop")
+	err := j.Iter(from+1, func(r *journal.Record) error {
+		if r.Seq > head {
+			return errStop
+		}
+		if i >= len(recs) || recs[i].Seq != r.Seq || !bytes.Equal(journal.Encode(recs[i]), journal.Encode(r)) {
+			same = false
+			return errStop
+		}
+		i++
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	if !same {
+		return nil, nil
+	}
+	return recs[i:], nil
 }

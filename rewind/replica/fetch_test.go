@@ -135,3 +135,63 @@ func TestWorkspaces(t *testing.T) {
 		t.Errorf("heads only: %+v, %v", heads, err)
 	}
 }
+
+// TestFetchResumes: a fetch cut off after writing some of its records
+// (simulated by appending the remote's first new records into the clone
+// by hand) is continued by the next fetch, not refused as diverged.
+func TestFetchResumes(t *testing.T) {
+	ctx := context.Background()
+	b := backends(t)["fake"](t)
+	s := newSource(t)
+	s.write(t, "a", pattern(1, 5000))
+	s.cut(t, "one")
+	if _, err := Push(ctx, s.j, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	if _, err := Clone(ctx, b, "w", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	cj := openClone(t, dir)
+	s.write(t, "b", pattern(2, 5000))
+	s.cut(t, "two")
+	s.write(t, "c", pattern(3, 5000))
+	s.cut(t, "three")
+	if _, err := Push(ctx, s.j, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := ReadHead(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := segmentRecords(ctx, b, "w", h, cj.Head()+1)
+	if err != nil || len(recs) < 4 {
+		t.Fatalf("remote records: %d, %v", len(recs), err)
+	}
+	// The records of "b" (its data and create), not the generation: the
+	// objects a fetch stores come before its records.
+	c := &cloner{ctx: ctx, b: b, ws: "w", j: cj, head: h, res: &CloneResult{}}
+	cfg, _ := remoteConfig(ctx, b, false)
+	if c.loc, err = newLocal(cj, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.indexes(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.objects(recs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs[:2] {
+		if err := cj.EnqueueAt(r, nil).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Fetch(ctx, cj, b, "w")
+	if err != nil {
+		t.Fatalf("fetch after a cut-off fetch: %v", err)
+	}
+	if res.From != recs[2].Seq || cj.Head() != s.j.Head() {
+		t.Fatalf("fetch %+v; clone head %d, source %d", res, cj.Head(), s.j.Head())
+	}
+	sameTree(t, export(t, s.j, s.j.Head()), export(t, cj, cj.Head()))
+}
