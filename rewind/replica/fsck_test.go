@@ -7,8 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/reynfs/reynfs/cas/objstore"
 	"github.com/reynfs/reynfs/cas/objstore/objstorefake"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
 )
 
 // fsckRemote pushes two workspaces (one with a rich history, in several
@@ -249,5 +253,76 @@ func TestFsckRemoteS3(t *testing.T) {
 	rep, err = Fsck(ctx, b, "")
 	if err != nil || len(rep.Problems) == 0 || !strings.HasPrefix(rep.Problems[0], k+":") {
 		t.Fatalf("damaged %s: %+v, %v", k, rep, err)
+	}
+}
+
+// TestFsckRemoteWalksTrees: a workspace whose file data is reached only
+// through an import's tree: with --ws, fsck finds the data pack by
+// walking the tree (a flipped byte in it is reported) and names an
+// object whose index is gone as reached from the import's record.
+func TestFsckRemoteWalksTrees(t *testing.T) {
+	ctx := context.Background()
+	for _, damage := range []string{".pack", ".idx"} {
+		t.Run(damage, func(t *testing.T) {
+			root := t.TempDir()
+			b, err := objstore.OpenDir(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(src, "d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(src, "d", "f.bin"), pattern(4, 200000), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			j, err := journal.Open(filepath.Join(t.TempDir(), "db"), journal.Options{Logger: zerolog.Nop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = j.Close() })
+			next := uint64(2)
+			im := &rewind.Importer{Store: j.Objects(), Alloc: func() (uint64, error) { next++; return next - 1, nil }}
+			tr, err := im.Import(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, blobs, err := tr.Root()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rewind.CommitImport(j, r, blobs, next, "import"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Push(ctx, j, b, "imp"); err != nil {
+				t.Fatal(err)
+			}
+			if rep, err := Fsck(ctx, b, "imp"); err != nil || rep.Damaged() || rep.Packs != 2 {
+				t.Fatalf("clean: %+v, %v", rep, err)
+			}
+			pack := victim(t, b, "packs/", ".pack", KindData)
+			key := pack
+			if damage == ".idx" {
+				key = strings.TrimSuffix(pack, ".pack") + ".idx"
+				dirDamager(root)(t, key, func([]byte) []byte { return nil })
+			} else {
+				dirDamager(root)(t, key, flip)
+			}
+			rep, err := Fsck(ctx, b, "imp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := key + ":"
+			if damage == ".idx" {
+				want = "ws/imp/seg/" // the object named from the import's record
+			}
+			found := false
+			for _, p := range rep.Problems {
+				found = found || strings.HasPrefix(p, want) && (damage == ".pack" || strings.Contains(p, "is in no pack index"))
+			}
+			if !found {
+				t.Fatalf("%s damaged: problems %q; want one starting %q", key, rep.Problems, want)
+			}
+		})
 	}
 }
