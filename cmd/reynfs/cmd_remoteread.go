@@ -292,7 +292,7 @@ func remoteLags(ctx context.Context, j *journal.Journal) ([]remoteLag, error) {
 	out := []remoteLag{}
 	for _, n := range replica.RemoteNames(rs) {
 		r := remoteLag{Name: n, URL: rs[n], WS: []replica.Lag{}}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		b, err := objstore.Open(cctx, rs[n])
 		if err == nil {
 			var l []replica.Lag
