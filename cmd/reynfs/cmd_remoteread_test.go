@@ -5,10 +5,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
+	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind/replica"
 )
 
@@ -148,6 +152,7 @@ func TestCloneFetchLogStatus(t *testing.T) {
 	if code := run([]string{"fsck", clone}); code != 0 {
 		t.Fatalf("fsck of the fetched clone: exit %d", code)
 	}
+	checkInoCeil(t, clone)
 	code, out = runOut(t, "log", "--remote", url)
 	if code != 0 || !strings.Contains(out, "proj") || !strings.Contains(out, "epoch 1  free") || !strings.Contains(out, "2 generations, newest g2 \"second\"") {
 		t.Fatalf("log --remote: exit %d, %q", code, out)
@@ -183,5 +188,30 @@ func TestFetchDiverged(t *testing.T) {
 	}
 	if code := run([]string{"fetch", "nosuch", "--dir", clone}); code != exitUsage {
 		t.Errorf("fetch of an unknown remote: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// checkInoCeil: the clone's inode ceiling is above every inode number
+// its records name, the fetched ones included (the next mount hands out
+// numbers above it).
+func checkInoCeil(t *testing.T, dir string) {
+	t.Helper()
+	store, err := daemon.DefaultStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(daemon.DBPath(store), journal.Options{Logger: zerolog.Nop(), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var used uint64
+	if err := j.Iter(1, func(r *journal.Record) error { used = max(used, r.Ino, r.NextIno); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b, err := j.GetMeta("inoceil")
+	ceil, perr := strconv.ParseUint(string(b), 10, 64)
+	if err != nil || perr != nil || ceil < used {
+		t.Errorf("inode ceiling %q (%v) below %d, the highest number the records name", b, err, used)
 	}
 }
