@@ -21,6 +21,8 @@ type fsckOptions struct {
 	salvage string
 	repair  bool
 	asJSON  bool
+	remote  string // fsck --remote NAME|URL (cmd_remoteread.go)
+	ws      string
 }
 
 func newFsckCommand() *cobra.Command {
@@ -47,13 +49,27 @@ the index is caught up from the segment log. Every whole entry found past the
 damage is looked up afterwards; one the store does not have again is reported as
 damage. Then the check runs as without --repair.
 
+--remote NAME|URL checks a remote instead (NAME: a remote of the workspace's store;
+URL as 'reynfs remote add' takes it), reading it only: every workspace's HEAD (or
+--ws WS's), every segment HEAD covers (checksums, and that they tile seqs 1..HEAD),
+every pack (fetched once: checksum, its index against packs/ID.idx, every object's
+hash), and that every object the records reach (chunks, agent states, the trees of
+generations, imports and restores walked) is in some index. Each problem is one line
+naming the key; a clean remote prints one summary line.
+
 Exit codes: 0 the store is sound, 1 damage found (and listed), 3 the store is mounted
-or in use, 4 the store cannot be opened at all.`,
+or in use, 4 the store cannot be opened at all (with --remote: no reynfs remote there).`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
+			}
+			if o.remote != "" {
+				return runFsckRemote(cmd.Context(), o, dir)
+			}
+			if o.ws != "" {
+				return fmt.Errorf("%w: --ws goes with --remote", errUsage)
 			}
 			return runFsck(cmd.Context(), o, dir)
 		},
@@ -62,6 +78,8 @@ or in use, 4 the store cannot be opened at all.`,
 	cmd.Flags().StringVar(&o.salvage, "salvage", "", "write the newest readable state into `OUTDIR`")
 	cmd.Flags().BoolVar(&o.repair, "repair", false, "first rebuild a damaged Badger log's entries from the segment log (keeps a copy)")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&o.remote, "remote", "", "check the remote `NAME|URL` instead of the store")
+	cmd.Flags().StringVar(&o.ws, "ws", "", "with --remote: check this workspace only")
 	return cmd
 }
 

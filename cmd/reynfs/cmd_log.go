@@ -18,7 +18,7 @@ func newLogCommand() *cobra.Command {
 	var o storeOptions
 	var dir string
 	var all, wal, asJSON, graph bool
-	var run string
+	var run, remote, ws string
 	var exclude []string
 	cmd := &cobra.Command{
 		Use:   "log [--all] [--wal] [--run ID] [--graph] [--json] [--exclude GLOB] [-- PATH…]",
@@ -34,9 +34,27 @@ previous one on its path. After "--", PATHs keep only the generations (and with 
 the records) that changed them, a directory with everything below it; --exclude GLOB
 (repeatable) drops paths it matches, whole or by base name ('*.log', 'node_modules').
 
+--remote NAME|URL lists every workspace of a remote instead: head seq, epoch, lease
+holder and expiry (or free), the parent of a fork, how many generations and the
+newest one; with --ws WS, that workspace's generations, newest first.
+
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remote != "" {
+				for _, f := range []string{"all", "wal", "run", "graph", "exclude"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("%w: log --remote does not take --%s", errUsage, f)
+					}
+				}
+				if len(args) > 0 {
+					return fmt.Errorf("%w: log --remote does not take paths", errUsage)
+				}
+				return runLogRemote(cmd.Context(), o, dir, remote, ws, asJSON)
+			}
+			if ws != "" {
+				return fmt.Errorf("%w: --ws goes with --remote", errUsage)
+			}
 			if graph {
 				// The graph draws generations alone: these flags were
 				// silently ignored ('log --graph --json' printed the graph).
@@ -80,6 +98,8 @@ the records) that changed them, a directory with everything below it; --exclude 
 	cmd.Flags().StringArrayVar(&exclude, "exclude", nil, "leave out paths matching `GLOB` (repeatable)")
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace (or the project directory)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	cmd.Flags().StringVar(&remote, "remote", "", "list the workspaces of the remote `NAME|URL`")
+	cmd.Flags().StringVar(&ws, "ws", "", "with --remote: list this workspace's generations")
 	return cmd
 }
 

@@ -54,7 +54,7 @@ func runStatus(ctx context.Context, o storeOptions, dir string, asJSON bool) err
 		}
 		// Not mounted: describe the store, and still exit 5 (no daemon).
 		if serr := call(ctx, storeOptions{store: store}, dir, api.StoreStatusParams{Store: store}, &resp); serr == nil {
-			printStatus(resp.Status, asJSON)
+			printStatusRemotes(ctx, resp.Status, dir, store, asJSON)
 		} else if exitCode(serr) == exitStore {
 			return serr // a damaged store says so, not "not running"
 		}
@@ -65,6 +65,29 @@ func runStatus(ctx context.Context, o storeOptions, dir string, asJSON bool) err
 	}
 	printStatus(resp.Status, asJSON)
 	return nil
+}
+
+// printStatusRemotes is printStatus for an unmounted store, with a line
+// per workspace of each remote: the seq shipped and the records behind
+// (cmd_remoteread.go). A mounted store's daemon does not report them yet.
+func printStatusRemotes(ctx context.Context, s *api.Status, dir, store string, asJSON bool) {
+	var lags []remoteLag
+	if j, err := openOffline(dir, store, true); err == nil {
+		lags, err = remoteLags(ctx, j)
+		_ = j.Close()
+		if err != nil {
+			lags = []remoteLag{{Error: oneLine(err.Error())}}
+		}
+	}
+	if asJSON {
+		_ = printJSON(struct {
+			*api.Status
+			Remotes []remoteLag `json:"remotes,omitempty"`
+		}{s, lags})
+		return
+	}
+	printStatus(s, false)
+	printRemoteLags(lags)
 }
 
 func printStatus(s *api.Status, asJSON bool) {

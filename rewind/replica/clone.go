@@ -95,6 +95,11 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 	if err := c.write(recs); err != nil {
 		return nil, err
 	}
+	// Fetch continues from here (before the reset record, if any,
+	// which makes the clone diverge from the remote).
+	if err := c.loc.setFetched(ws, c.head.Seq); err != nil {
+		return nil, err
+	}
 	if take {
 		if err := c.takeOver(); err != nil {
 			return nil, err

@@ -111,6 +111,25 @@
 // segments by the parent's HEAD (its last segment may run past the
 // fork's seq: the records past it are dropped), then the fork's own.
 //
+// # Reading a remote (fsck.go, remotelog.go, fetch.go, lag.go)
+//
+// Fsck reads through the Backend only and keeps the order readers keep:
+// each HEAD first, then every segment its epochs cover (each decoded:
+// a damaged one is damage even where another covers its seqs) and a
+// tiling of 1..HEAD from the sound ones, then every index file, then
+// the packs: each read once, whole (its hash, its index against the
+// .idx file byte for byte, every object re-hashed), the tree packs'
+// inode objects keeping their children so that the trees of Root
+// records are walked without a second read. Every object the records
+// reach must be in some index. Each problem is one line naming a key.
+// Workspaces and Generations are what log --remote shows. Fetch brings
+// a clone up to date: Clone records under 'R' 'f' the remote seq it
+// holds; a fetch takes the records after it (a segment may start
+// before it) with the objects they reach that the store lacks, objects
+// first, then the records under their own seqs. A store whose records
+// past that seq are not the remote's, byte for byte, has diverged and
+// is refused; one holding a prefix of them (a fetch cut off) continues.
+//
 // # The lease
 //
 // HEAD is also the single-writer lease: pushing (and continuous

@@ -23,6 +23,9 @@ import (
 //	'R' 'o' id (16 B) hash (32 B)   bits: 1 the remote holds the object,
 //	                                2 it holds it as an inode object
 //	                                with its whole subtree
+//	'R' 'f' id (16 B) ws            {"seq":N} the remote seq of ws this
+//	                                store holds: set by a clone and
+//	                                each fetch (fetch.go)
 //
 // id is the remote's id from reynfs-remote.json, so a remote made again
 // under the same URL starts with nothing known.
@@ -31,6 +34,7 @@ const (
 	remoteName     = 'n'
 	remoteShipped  = 'h'
 	remoteHolds    = 'o'
+	remoteFetched  = 'f'
 	holdsData      = 1
 	holdsTree      = 2
 	maxRemoteNames = 64

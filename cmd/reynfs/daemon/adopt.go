@@ -34,3 +34,27 @@ func Adopt(j *journal.Journal, dir string, root cas.Hash, since int64) error {
 	}
 	return nil
 }
+
+// ReserveInodes raises the unmounted store j's inode ceiling above every
+// inode number its records name (records a fetch brought from a remote
+// name numbers the store never handed out), so that the next mount
+// never gives a new inode a number the history used.
+func ReserveInodes(j *journal.Journal) error {
+	var ceil uint64
+	err := j.Iter(1, func(r *journal.Record) error {
+		ceil = max(ceil, r.Ino, r.NextIno)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reserve inodes: %w", err)
+	}
+	if b, err := j.GetMeta(metaInoCeil); err == nil && len(b) > 0 {
+		if old, err := strconv.ParseUint(string(b), 10, 64); err == nil && old >= ceil {
+			return nil
+		}
+	}
+	if err := j.SetMeta(metaInoCeil, []byte(strconv.FormatUint(ceil, 10))); err != nil {
+		return fmt.Errorf("reserve inodes: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/reynfs/reynfs/cas/objstore"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+// FetchResult says what a fetch brought.
+type FetchResult struct {
+	Remote  string `json:"remote"`
+	WS      string `json:"ws"`
+	From    uint64 `json:"from"`    // first seq fetched (0: nothing new)
+	Through uint64 `json:"through"` // the remote's seq, now the store's head
+	Records int    `json:"records"`
+	Packs   int    `json:"packs"`
+	Objects int    `json:"objects"`
+	Bytes   int64  `json:"bytes"`
+}
+
+type fetched struct {
+	Seq uint64 `json:"seq"`
+}
+
+// fetchedKey: 'R' 'f' id ws, the remote seq of ws the store holds
+// (written by Clone and Fetch).
+func (l local) fetchedKey(ws string) []byte { return l.key(remoteFetched, []byte(ws)...) }
+
+func (l local) fetched(ws string) (*fetched, error) {
+	var f *fetched
+	err := l.j.DB().View(func(txn *badger.Txn) error {
+		it, err := txn.Get(l.fetchedKey(ws))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return it.Value(func(v []byte) error {
+			f = &fetched{}
+			return json.Unmarshal(v, f)
+		})
+	})
+	return f, err
+}
+
+func (l local) setFetched(ws string, seq uint64) error {
+	v, _ := json.Marshal(fetched{Seq: seq})
+	if err := l.j.DB().Update(func(txn *badger.Txn) error { return txn.Set(l.fetchedKey(ws), v) }); err != nil {
+		return err
+	}
+	return l.j.DB().Sync()
+}
+
+// FetchedWorkspaces returns the workspaces of remote b the store was
+// cloned (or fetched) from, with the remote seq it holds of each.
+func FetchedWorkspaces(ctx context.Context, j *journal.Journal, b objstore.Backend) (map[string]uint64, error) {
+	cfg, err := remoteConfig(ctx, b, false)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := newLocal(j, cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	err = j.DB().View(func(txn *badger.Txn) error {
+		p := loc.key(remoteFetched)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var f fetched
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &f) }); err != nil {
+				return err
+			}
+			out[string(it.Item().Key()[len(p):])] = f.Seq
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Fetch brings the records of workspace ws that the remote holds after
+// what the store holds, with the objects they reach that the store
+// lacks, into the unmounted store j, which was cloned from it. A store
+// with records of its own after the seq it last fetched has diverged
+// and is refused (ErrDiverged): those records and the remote's would
+// take the same seqs. The store's live state becomes the remote's head;
+// the next mount serves it (as after an offline rewind).
+func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws string) (res *FetchResult, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("fetch %s#%s: %w", b, ws, err)
+		}
+	}()
+	if err := CheckName(ws); err != nil {
+		return nil, fmt.Errorf("workspace %w", err)
+	}
+	cfg, err := remoteConfig(ctx, b, false)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := newLocal(j, cfg)
+	if err != nil {
+		return nil, err
+	}
+	got, err := loc.fetched(ws)
+	if err != nil {
+		return nil, err
+	}
+	if got == nil {
+		return nil, fmt.Errorf("this store was not cloned from workspace %s of %s (fetch brings a clone up to date)", ws, b)
+	}
+	h, _, err := ReadHead(ctx, b, ws)
+	if err != nil {
+		return nil, err
+	}
+	res = &FetchResult{Remote: b.String(), WS: ws, Through: h.Seq}
+	if h.Seq < got.Seq {
+		return nil, fmt.Errorf("%w: the remote's HEAD is at seq %d, behind the seq %d this store fetched", ErrDiverged, h.Seq, got.Seq)
+	}
+	head := j.Head()
+	if head == got.Seq && h.Seq == got.Seq {
+		return res, nil
+	}
+	recs, n, err := segmentRecords(ctx, b, ws, h, got.Seq+1)
+	if err != nil {
+		return nil, err
+	}
+	if head > got.Seq {
+		// A fetch cut off after some of its records, or records of the
+		// store's own: only the first continues.
+		if recs, err = pastSame(j, got.Seq, head, recs); err != nil {
+			return nil, err
+		}
+		if recs == nil {
+			return nil, fmt.Errorf("%w: the store has records of its own after seq %d, where it last matched the remote (its head is %d); `reynfs fork` makes them a workspace of their own", ErrDiverged, got.Seq, head)
+		}
+	}
+	if len(recs) == 0 {
+		return res, loc.setFetched(ws, h.Seq)
+	}
+	res.From = recs[0].Seq
+	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h, loc: loc, res: &CloneResult{}}
+	if err := c.indexes(); err != nil {
+		return nil, err
+	}
+	if err := c.objects(recs); err != nil {
+		return nil, err
+	}
+	// The objects are stored: now the records that name them.
+	var last *journal.Pending
+	for _, r := range recs {
+		p := j.EnqueueAt(r, nil)
+		if err := p.Refused(); err != nil {
+			return nil, fmt.Errorf("seq %d: %w", r.Seq, err)
+		}
+		last = p
+	}
+	if last != nil {
+		if err := last.Wait(); err != nil {
+			return nil, err
+		}
+	}
+	if err := j.Sync(); err != nil {
+		return nil, err
+	}
+	if err := rewind.Reindex(j); err != nil {
+		return nil, err
+	}
+	if err := loc.setFetched(ws, h.Seq); err != nil {
+		return nil, err
+	}
+	res.Records, res.Packs, res.Objects = len(recs), c.res.Packs, c.res.Objects
+	res.Bytes = n + c.res.Bytes
+	return res, nil
+}
+
+// pastSame checks that the store's records after seq from (through
+// head) are the first of recs, byte for byte, and returns the rest of
+// recs; nil when they differ.
+func pastSame(j *journal.Journal, from, head uint64, recs []*journal.Record) ([]*journal.Record, error) {
+	i := 0
+	same := true
+	errStop := errors.New("stop")
+	err := j.Iter(from+1, func(r *journal.Record) error {
+		if r.Seq > head {
+			return errStop
+		}
+		if i >= len(recs) || recs[i].Seq != r.Seq || !bytes.Equal(journal.Encode(recs[i]), journal.Encode(r)) {
+			same = false
+			return errStop
+		}
+		i++
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	if !same {
+		return nil, nil
+	}
+	return recs[i:], nil
+}

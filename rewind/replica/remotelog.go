@@ -1,0 +1,193 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reynfs/reynfs/cas/objstore"
+	"github.com/reynfs/reynfs/journal"
+)
+
+// WorkspaceInfo is one workspace of a remote as its HEAD and segments
+// describe it (reynfs log --remote).
+type WorkspaceInfo struct {
+	Name    string    `json:"name"`
+	Seq     uint64    `json:"seq"`
+	Floor   uint64    `json:"floor"`
+	Epoch   uint64    `json:"epoch"`
+	Holder  Holder    `json:"holder"`
+	Expires time.Time `json:"expires"`
+	// Locked: the lease is held (unexpired at the server's Now).
+	Locked bool    `json:"locked"`
+	Parent *Parent `json:"parent,omitempty"`
+	// Generations counts the generation records HEAD covers (plus
+	// those the writer's retention dropped); Newest is the last one.
+	Generations int            `json:"generations"`
+	Newest      *GenerationRef `json:"newest,omitempty"`
+	// Error: HEAD or a segment could not be read or is damaged.
+	Error string `json:"error,omitempty"`
+}
+
+// GenerationRef is a generation record as the remote holds it.
+type GenerationRef struct {
+	ID    int       `json:"id"` // gN, counting the dropped ones, as the writer's store numbers them
+	Seq   uint64    `json:"seq"`
+	Kind  string    `json:"kind"`
+	Label string    `json:"label"`
+	Time  time.Time `json:"time"`
+}
+
+// ReadHead reads and decodes workspace ws's HEAD, with its ETag.
+func ReadHead(ctx context.Context, b objstore.Backend, ws string) (*Head, string, error) {
+	key := HeadKey(ws)
+	data, info, err := b.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, "", fmt.Errorf("the remote %s has no workspace %s (no %s)", b, ws, key)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	h, err := DecodeHead(key, data)
+	return h, info.ETag, err
+}
+
+// WorkspaceNames lists the workspaces under ws/ that have a HEAD.
+func WorkspaceNames(ctx context.Context, b objstore.Backend) ([]string, error) {
+	var out []string
+	err := b.List(ctx, "ws/", func(i objstore.Info) error {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(i.Key, "ws/"), "/HEAD")
+		if ok && !strings.Contains(name, "/") {
+			out = append(out, name)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Workspaces describes every workspace of the remote (HEADs only when
+// headsOnly: no segment is read, and Generations stays 0).
+func Workspaces(ctx context.Context, b objstore.Backend, headsOnly bool) ([]WorkspaceInfo, error) {
+	if _, err := remoteConfig(ctx, b, false); err != nil {
+		return nil, err
+	}
+	names, err := WorkspaceNames(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	now, err := b.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []WorkspaceInfo{}
+	for _, n := range names {
+		w := WorkspaceInfo{Name: n}
+		h, _, err := ReadHead(ctx, b, n)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				return nil, err
+			}
+			w.Error = oneLine(err.Error())
+			out = append(out, w)
+			continue
+		}
+		w.Seq, w.Floor, w.Epoch, w.Holder, w.Expires, w.Parent = h.Seq, h.Floor, h.Epoch(), h.Holder, h.Expires, h.Parent
+		w.Locked = now.Before(h.Expires)
+		if !headsOnly {
+			gens, err := Generations(ctx, b, n, h)
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					return nil, err
+				}
+				w.Error = oneLine(err.Error())
+			}
+			w.Generations = len(gens)
+			if h.Dropped != nil {
+				w.Generations += h.Dropped.Gens
+			}
+			if len(gens) > 0 {
+				w.Newest = &gens[len(gens)-1]
+			}
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// Generations lists the generation records of workspace ws that HEAD h
+// covers, oldest first, numbered as the writer's store numbers them.
+func Generations(ctx context.Context, b objstore.Backend, ws string, h *Head) ([]GenerationRef, error) {
+	recs, _, err := segmentRecords(ctx, b, ws, h, 1)
+	if err != nil {
+		return nil, err
+	}
+	id := 0
+	if h.Dropped != nil {
+		id = h.Dropped.Gens
+	}
+	var out []GenerationRef
+	for _, r := range recs {
+		if r.Op != journal.OpGeneration {
+			continue
+		}
+		id++
+		out = append(out, GenerationRef{ID: id, Seq: r.Seq, Kind: r.GenKind, Label: r.Label, Time: time.Unix(0, r.Time).UTC()})
+	}
+	return out, nil
+}
+
+// segmentRecords reads the records from..h.Seq of ws from segments h
+// covers (invariant 4: HEAD was read first), each segment checked. A
+// segment may start before from (its earlier records are left out).
+// It returns the records and the bytes read.
+func segmentRecords(ctx context.Context, b objstore.Backend, ws string, h *Head, from uint64) ([]*journal.Record, int64, error) {
+	if from > h.Seq {
+		return nil, 0, nil
+	}
+	var segs []seg
+	err := b.List(ctx, segPrefix(ws), func(i objstore.Info) error {
+		if e, first, last, ok := ParseSegmentKey(ws, i.Key); ok && last <= h.Seq && last >= from &&
+			h.EpochOf(first) == e && h.EpochOf(last) == e {
+			segs = append(segs, seg{key: i.Key, first: first, last: last})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	chain := cover(segs, from, h.Seq)
+	for _, s := range segs { // a segment across from, then a tiling after it
+		if chain != nil {
+			break
+		}
+		if s.first < from {
+			if rest := cover(segs, s.last+1, h.Seq); rest != nil {
+				chain = append([]seg{s}, rest...)
+			}
+		}
+	}
+	if chain == nil {
+		return nil, 0, fmt.Errorf("%w: the segments of %s do not cover seqs %d-%d that HEAD covers", ErrCorrupt, segPrefix(ws), from, h.Seq)
+	}
+	var recs []*journal.Record
+	var n int64
+	for _, s := range chain {
+		data, _, err := b.Get(ctx, s.key)
+		if err != nil {
+			return nil, 0, err
+		}
+		n += int64(len(data))
+		d, err := DecodeSegment(ws, s.key, data)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, r := range d.Records {
+			if r.Seq >= from {
+				recs = append(recs, r)
+			}
+		}
+	}
+	return recs, n, nil
+}
