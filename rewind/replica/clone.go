@@ -154,79 +154,14 @@ func (c *cloner) records() ([]*journal.Record, error) {
 		return nil, fmt.Errorf("workspace %s has no records yet", c.ws)
 	}
 	c.res.Head = c.head.Seq
-	recs, err := c.segments(c.ws, c.head, c.head.Seq, 0)
+	rd := &segReader{ctx: c.ctx, b: c.b}
+	recs, err := rd.records(c.ws, c.head, 1, c.head.Seq, 0)
+	c.res.Segments += rd.segments
+	c.res.Bytes += rd.bytes
 	if err != nil {
 		return nil, err
 	}
 	c.res.Records = len(recs)
-	return recs, nil
-}
-
-// segments reads the records of workspace ws through h.Seq, by h's
-// epochs, from segments its HEAD covers (through covered): for a fork, those through the fork's seq from its parent (by
-// the parent's HEAD, whose epochs below that seq never change), then
-// its own. depth bounds a chain of forks.
-func (c *cloner) segments(ws string, h *Head, covered uint64, depth int) ([]*journal.Record, error) {
-	var recs []*journal.Record
-	from := uint64(1)
-	if h.Parent != nil {
-		if depth >= 64 {
-			return nil, fmt.Errorf("%w: %s: a chain of more than 64 forks", ErrCorrupt, HeadKey(ws))
-		}
-		key := HeadKey(h.Parent.WS)
-		data, _, err := c.b.Get(c.ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("the parent of fork %s: %w", ws, err)
-		}
-		ph, err := DecodeHead(key, data)
-		if err != nil {
-			return nil, err
-		}
-		if ph.Seq < h.Parent.Seq {
-			return nil, fmt.Errorf("%w: fork %s starts at seq %d of %s, whose HEAD covers %d", ErrCorrupt, ws, h.Parent.Seq, h.Parent.WS, ph.Seq)
-		}
-		cut := *ph
-		cut.Seq = h.Parent.Seq
-		if recs, err = c.segments(h.Parent.WS, &cut, ph.Seq, depth+1); err != nil {
-			return nil, err
-		}
-		from = h.Parent.Seq + 1
-	}
-	if from > h.Seq {
-		return recs, nil
-	}
-	var segs []seg
-	err := c.b.List(c.ctx, segPrefix(ws), func(i objstore.Info) error {
-		if e, first, last, ok := ParseSegmentKey(ws, i.Key); ok && first >= from && last <= covered &&
-			h.EpochOf(first) == e && h.EpochOf(last) == e {
-			segs = append(segs, seg{key: i.Key, first: first, last: last})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	chain := coverPast(segs, from, h.Seq, covered > h.Seq)
-	if chain == nil {
-		return nil, fmt.Errorf("%w: the segments of %s do not cover seqs %d-%d that HEAD covers", ErrCorrupt, segPrefix(ws), from, h.Seq)
-	}
-	for _, s := range chain {
-		data, _, err := c.b.Get(c.ctx, s.key)
-		if err != nil {
-			return nil, err
-		}
-		d, err := DecodeSegment(ws, s.key, data)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range d.Records {
-			if r.Seq <= h.Seq { // a fork's parent: its last segment may run past the fork
-				recs = append(recs, r)
-			}
-		}
-		c.res.Segments++
-		c.res.Bytes += int64(len(data))
-	}
 	return recs, nil
 }
 

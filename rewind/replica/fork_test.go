@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/reynfs/reynfs/cas/objstore/objstorefake"
+	"github.com/reynfs/reynfs/journal"
 )
 
 func packKeys(fake *objstorefake.Backend) map[string]bool {
@@ -126,6 +127,38 @@ func TestForkBesideParent(t *testing.T) {
 	}
 	if _, err := Push(ctx, s.j, fake, "f"); !errors.Is(err, ErrNotOurs) {
 		t.Fatalf("the parent's store pushing over the fork = %v, want ErrNotOurs", err)
+	}
+
+	// Reading the remote: a fork's seqs up to its point are its
+	// parent's segments, not damage.
+	for _, ws := range []string{"", "f"} {
+		rep, err := Fsck(ctx, fake, ws)
+		if err != nil || rep.Damaged() {
+			t.Fatalf("fsck --remote (ws %q) of a remote with a fork: %+v, %v", ws, rep, err)
+		}
+	}
+	infos, err := Workspaces(ctx, fake, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.Error != "" {
+			t.Fatalf("log --remote: workspace %s: %s", in.Name, in.Error)
+		}
+	}
+	gens := func(j *journal.Journal) (n int) {
+		_ = j.Iter(1, func(r *journal.Record) error {
+			if r.Op == journal.OpGeneration {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	for _, in := range infos {
+		if in.Name == "f" && in.Generations != gens(fj) {
+			t.Fatalf("log --remote counts %d generations in the fork, its clone holds %d", in.Generations, gens(fj))
+		}
 	}
 }
 

@@ -114,9 +114,20 @@ func (f *fscker) run(ws string) error {
 			return err
 		}
 	}
-	for _, name := range names {
-		if err := f.workspace(name); err != nil {
+	// A fork's records up to its seq are its parent's: checking one
+	// workspace checks the forks it starts from too.
+	seen := map[string]bool{}
+	for i := 0; i < len(names); i++ {
+		if seen[names[i]] {
+			continue
+		}
+		seen[names[i]] = true
+		parent, err := f.workspace(names[i])
+		if err != nil {
 			return err
+		}
+		if parent != "" {
+			names = append(names, parent)
 		}
 	}
 	if err := f.indexes(); err != nil {
@@ -175,33 +186,38 @@ func (f *fscker) workspaces() ([]string, error) {
 }
 
 // workspace checks HEAD and its segments and notes what the records
-// reach.
-func (f *fscker) workspace(ws string) error {
+// reach. For a fork, its own segments tile the seqs after the fork's,
+// and it returns the parent, whose segments hold the seqs before.
+func (f *fscker) workspace(ws string) (parent string, err error) {
 	key := HeadKey(ws)
 	data, _, err := f.b.Get(f.ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
 		f.problem("%s: missing", key)
-		return nil
+		return parent, nil
 	}
 	if err != nil {
-		return err
+		return parent, err
 	}
 	f.r.Bytes += int64(len(data))
 	f.r.Workspaces++
 	h, err := DecodeHead(key, data)
 	if err != nil {
 		f.problem("%v", err)
-		return nil
+		return parent, nil
 	}
+	from := uint64(1)
 	if p := h.Parent; p != nil {
+		from = p.Seq + 1
 		if _, err := f.b.Stat(f.ctx, HeadKey(p.WS)); errors.Is(err, objstore.ErrNotExist) {
 			f.problem("%s: its parent workspace %s has no HEAD", key, p.WS)
 		} else if err != nil {
-			return err
+			return parent, err
+		} else {
+			parent = p.WS
 		}
 	}
-	if h.Seq == 0 {
-		return nil
+	if h.Seq < from {
+		return parent, nil
 	}
 	var segs []seg
 	err = f.b.List(f.ctx, segPrefix(ws), func(i objstore.Info) error {
@@ -210,13 +226,13 @@ func (f *fscker) workspace(ws string) error {
 			f.problem("%s: not a segment key", i.Key)
 			return nil
 		}
-		if last <= h.Seq && h.EpochOf(first) == e && h.EpochOf(last) == e {
+		if last <= h.Seq && last >= from && h.EpochOf(first) == e && h.EpochOf(last) == e {
 			segs = append(segs, seg{key: i.Key, first: first, last: last})
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return parent, err
 	}
 	// Every segment HEAD covers is read (not only one tiling): a
 	// damaged one is damage even when another covers its seqs.
@@ -229,7 +245,7 @@ func (f *fscker) workspace(ws string) error {
 			continue
 		}
 		if err != nil {
-			return err
+			return parent, err
 		}
 		f.r.Bytes += int64(len(data))
 		f.r.Segments++
@@ -241,10 +257,10 @@ func (f *fscker) workspace(ws string) error {
 		good = append(good, s)
 		decoded[s.key] = d
 	}
-	chain := cover(good, 1, h.Seq)
+	chain := cover(good, from, h.Seq)
 	if chain == nil {
-		f.problem("%s: the sound segments of epochs %s do not tile seqs 1-%d that HEAD covers", segPrefix(ws), epochList(h), h.Seq)
-		return nil
+		f.problem("%s: the sound segments of epochs %s do not tile seqs %d-%d that HEAD covers", segPrefix(ws), epochList(h), from, h.Seq)
+		return parent, nil
 	}
 	for _, s := range chain {
 		for _, r := range decoded[s.key].Records {
@@ -252,7 +268,7 @@ func (f *fscker) workspace(ws string) error {
 			f.note(r, fmt.Sprintf("%s seq %d", s.key, r.Seq))
 		}
 	}
-	return nil
+	return parent, nil
 }
 
 func epochList(h *Head) string {

@@ -139,55 +139,107 @@ func Generations(ctx context.Context, b objstore.Backend, ws string, h *Head) ([
 }
 
 // segmentRecords reads the records from..h.Seq of ws from segments h
-// covers (invariant 4: HEAD was read first), each segment checked. A
+// covers (invariant 4: HEAD was read first), each segment checked; for a
+// fork, those up to the fork's seq come from its parent's segments. A
 // segment may start before from (its earlier records are left out).
 // It returns the records and the bytes read.
 func segmentRecords(ctx context.Context, b objstore.Backend, ws string, h *Head, from uint64) ([]*journal.Record, int64, error) {
+	rd := &segReader{ctx: ctx, b: b}
+	recs, err := rd.records(ws, h, from, h.Seq, 0)
+	return recs, rd.bytes, err
+}
+
+// segReader reads a workspace's records from its segments (segmentRecords,
+// Clone), counting what it read.
+type segReader struct {
+	ctx      context.Context
+	b        objstore.Backend
+	segments int
+	bytes    int64
+}
+
+// records reads the records from..h.Seq of workspace ws, by h's epochs,
+// from segments its HEAD covers (through covered: a fork's parent, whose
+// last segment may run past the fork's seq): for a fork, those through
+// the fork's seq from its parent (by the parent's HEAD, whose epochs
+// below that seq never change), then its own. depth bounds a chain of
+// forks.
+func (rd *segReader) records(ws string, h *Head, from, covered uint64, depth int) ([]*journal.Record, error) {
+	var recs []*journal.Record
+	if p := h.Parent; p != nil {
+		if from <= p.Seq {
+			if depth >= 64 {
+				return nil, fmt.Errorf("%w: %s: a chain of more than 64 forks", ErrCorrupt, HeadKey(ws))
+			}
+			key := HeadKey(p.WS)
+			data, _, err := rd.b.Get(rd.ctx, key)
+			if err != nil {
+				return nil, fmt.Errorf("the parent of fork %s: %w", ws, err)
+			}
+			ph, err := DecodeHead(key, data)
+			if err != nil {
+				return nil, err
+			}
+			if ph.Seq < p.Seq {
+				return nil, fmt.Errorf("%w: fork %s starts at seq %d of %s, whose HEAD covers %d", ErrCorrupt, ws, p.Seq, p.WS, ph.Seq)
+			}
+			cut := *ph
+			cut.Seq = p.Seq
+			if recs, err = rd.records(p.WS, &cut, from, ph.Seq, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		from = max(from, p.Seq+1)
+	}
 	if from > h.Seq {
-		return nil, 0, nil
+		return recs, nil
 	}
 	var segs []seg
-	err := b.List(ctx, segPrefix(ws), func(i objstore.Info) error {
-		if e, first, last, ok := ParseSegmentKey(ws, i.Key); ok && last <= h.Seq && last >= from &&
+	err := rd.b.List(rd.ctx, segPrefix(ws), func(i objstore.Info) error {
+		if e, first, last, ok := ParseSegmentKey(ws, i.Key); ok && last <= covered && last >= from &&
 			h.EpochOf(first) == e && h.EpochOf(last) == e {
 			segs = append(segs, seg{key: i.Key, first: first, last: last})
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	chain := cover(segs, from, h.Seq)
+	past := covered > h.Seq
+	chain := coverPast(segs, from, h.Seq, past)
 	for _, s := range segs { // a segment across from, then a tiling after it
 		if chain != nil {
 			break
 		}
 		if s.first < from {
-			if rest := cover(segs, s.last+1, h.Seq); rest != nil {
+			if s.last >= h.Seq {
+				chain = []seg{s}
+			} else if rest := coverPast(segs, s.last+1, h.Seq, past); rest != nil {
 				chain = append([]seg{s}, rest...)
 			}
 		}
 	}
 	if chain == nil {
-		return nil, 0, fmt.Errorf("%w: the segments of %s do not cover seqs %d-%d that HEAD covers", ErrCorrupt, segPrefix(ws), from, h.Seq)
+		return nil, fmt.Errorf("%w: the segments of %s do not cover seqs %d-%d that HEAD covers", ErrCorrupt, segPrefix(ws), from, h.Seq)
 	}
-	var recs []*journal.Record
-	var n int64
 	for _, s := range chain {
-		data, _, err := b.Get(ctx, s.key)
+		data, _, err := rd.b.Get(rd.ctx, s.key)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		n += int64(len(data))
+		rd.bytes += int64(len(data))
+		rd.segments++
 		d, err := DecodeSegment(ws, s.key, data)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		for _, r := range d.Records {
-			if r.Seq >= from {
+			// A segment across from, or a fork's parent's last
+			// one, running past the fork.
+			if r.Seq >= from && r.Seq <= h.Seq {
 				recs = append(recs, r)
 			}
 		}
 	}
-	return recs, n, nil
+	return recs, nil
 }
