@@ -24,6 +24,18 @@ s3://HOST[:PORT]/BUCKET[/PREFIX] or s3+http://HOST:PORT/BUCKET[/PREFIX] (S3 cred
 from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE; never in the URL, never
 stored in the store).`
 
+// openNamedRemote opens the remote the store names name (rs: its
+// remotes), and returns its URL too; hint ends the usage error when the
+// store names none.
+func openNamedRemote(ctx context.Context, rs map[string]string, name, hint string) (objstore.Backend, string, error) {
+	u, ok := rs[name]
+	if !ok {
+		return nil, "", fmt.Errorf("%w: no remote %s (%s)", errUsage, name, hint)
+	}
+	b, err := openRemote(ctx, u)
+	return b, u, err
+}
+
 // openRemote opens the object store a remote URL names. objstore.Open
 // makes no request: what it refuses is the URL (or a missing directory).
 func openRemote(ctx context.Context, raw string) (objstore.Backend, error) {
@@ -265,11 +277,7 @@ func runPush(ctx context.Context, o pushOptions, name string) error {
 		}
 		name = names[0]
 	}
-	u, ok := rs[name]
-	if !ok {
-		return fmt.Errorf("%w: no remote %s ('reynfs remote add %s URL' names one)", errUsage, name, name)
-	}
-	b, err := openRemote(ctx, u)
+	b, u, err := openNamedRemote(ctx, rs, name, fmt.Sprintf("'reynfs remote add %s URL' names one", name))
 	if err != nil {
 		return err
 	}

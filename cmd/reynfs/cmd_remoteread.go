@@ -38,11 +38,8 @@ func resolveRemote(ctx context.Context, o storeOptions, dir, arg, verb string) (
 	if err != nil {
 		return nil, err
 	}
-	u, ok := rs[arg]
-	if !ok {
-		return nil, fmt.Errorf("%w: no remote %s ('reynfs remote list' names them)", errUsage, arg)
-	}
-	return openRemote(ctx, u)
+	b, _, err := openNamedRemote(ctx, rs, arg, "'reynfs remote list' names them")
+	return b, err
 }
 
 // runFsckRemote is fsck --remote: exit 0 sound, 1 damage listed, 4 not
@@ -216,11 +213,7 @@ func runFetch(ctx context.Context, o fetchOptions, name string) error {
 	if err != nil {
 		return err
 	}
-	u, ok := rs[name]
-	if !ok {
-		return fmt.Errorf("%w: no remote %s ('reynfs remote list' names them; a clone names its remote origin)", errUsage, name)
-	}
-	b, err := openRemote(ctx, u)
+	b, u, err := openNamedRemote(ctx, rs, name, "'reynfs remote list' names them; a clone names its remote origin")
 	if err != nil {
 		return err
 	}
