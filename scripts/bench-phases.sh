@@ -227,6 +227,36 @@ phase_agents() {
 	rm -rf "$rf" "$st"
 }
 
+# --- phase: remote (issue 12) --------------------------------------------------------------
+# A tree of REMOTE_FILES files with a git repository committed in it, pushed to a
+# versity gateway on 127.0.0.1 (bin/versitygw) through a counting proxy: push, a
+# push after 10 files changed, and a clone of the head, each with its wall time, requests
+# and body bytes (test/bench/remotebench). Every run uses a new bucket.
+phase_remote() {
+	local n=$REMOTE_FILES rf="$WORK/r/proj" st="$WORK/r.store" out="$WORK/remotebench.tsv" k t r v u
+	local vgw="$ROOT/bin/versitygw"
+	if [[ ! -x "$vgw" ]]; then
+		warn "phase remote: no bin/versitygw (scripts/install.sh installs it); skipped"
+		record remote-push failed 1 nan s
+		return
+	fi
+	say "phase remote: $n files, $RUNS runs against versitygw"
+	echo "REMOTE_FILES=$n" >>"$META"
+	rm -rf "$WORK/r" "$st"
+	mkdir -p "$WORK/r"
+	tool gentree "$rf" "$n"
+	mount_reynfs "$rf" "$st" || die "reynfs mount of $rf failed; see $LOG"
+	git_commit_all "$rf" >>"$LOG" 2>&1 || warn "git commit in $rf failed; see $LOG"
+	unmount_reynfs "$rf"
+	if ! "$REMOTEBENCH" -reynfs "$REYNFS" -versitygw "$vgw" -work "$WORK/r/work" -src "$rf" -store "$st" \
+		-runs "$RUNS" >"$out" 2>>"$LOG"; then
+		warn "remotebench failed; see $LOG"
+		record remote-push failed 1 nan s
+	fi
+	while IFS=$'\t' read -r k t r v u; do record "$k" "$t" "$r" "$v" "$u"; done <"$out"
+	rm -rf "$WORK/r" "$st"
+}
+
 # --- phase: scale (1M files; only when asked for) ------------------------------------------
 # A million small files (test/bench/benchtool.py gentree: 100 x 100 directories of 100
 # files, 200 B to 4 KiB each): the first mount (import), the daemon's RSS once mounted and

@@ -20,7 +20,9 @@
 #   --quick          fio files of 256 MiB, 5 s timed fio jobs, a quarter of the Go
 #                    src tree, 20k instead of 100k files/records (the report says so)
 #   --runs N         runs per cell (default: 3, quick: 2)
-#   --only LIST      comma-separated phases: fio,files,history,store,gc,recovery,micro,agents
+#   --only LIST      comma-separated phases: fio,files,history,store,gc,recovery,micro,agents,
+#                    remote (push, push after a change and clone of a 10k-file workspace
+#                    against bin/versitygw: wall time, requests, bytes)
 #                    (and scale, which runs only when named)
 #   --scale          the 1M-file phase alone (same as --only scale): import, RSS,
 #                    checkpoints and rewinds on a generated tree of 1M small files
@@ -48,7 +50,7 @@ cd "$ROOT"
 COMMAND="bash scripts/bench.sh $*"
 
 # --- options -------------------------------------------------------------------------------
-MODE=full RUNS="" ONLY=fio,files,history,store,gc,recovery,micro,agents WORK="" KEEP=0 REPORT="" DOC=0
+MODE=full RUNS="" ONLY=fio,files,history,store,gc,recovery,micro,agents,remote WORK="" KEEP=0 REPORT="" DOC=0
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
 	case $1 in
@@ -68,7 +70,7 @@ while (($#)); do
 done
 [[ -z "$RUNS" || "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --runs wants a positive number" >&2; exit 2; }
 for p in ${ONLY//,/ }; do
-	case $p in fio | files | history | store | gc | recovery | micro | agents | scale) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
+	case $p in fio | files | history | store | gc | recovery | micro | agents | remote | scale) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
@@ -87,6 +89,7 @@ else
 	SCALED=""
 fi
 STORE_FILES=10000 STORE_GENS=100
+REMOTE_FILES=10000
 GC_MIB=300 # quick: 100
 [[ $MODE == quick ]] && GC_MIB=100
 SCALE_FILES=${SCALE_FILES:-1000000}
@@ -127,10 +130,11 @@ PY=python3
 TOOL="$ROOT/test/bench/benchtool.py"
 tool() { "$PY" "$TOOL" "$@"; }
 
-say "building bin/reynfs, bin/bench-loopback and bin/bench-agent"
+say "building bin/reynfs, bin/bench-loopback, bin/bench-agent and bin/bench-remote"
 REYNFS_QUIET=1 bash scripts/install.sh
 go build -o bin/bench-loopback ./test/bench/loopback
 go build -o bin/bench-agent ./test/bench/agentbench
+go build -o bin/bench-remote ./test/bench/remotebench
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]] && REV+=" (with uncommitted changes)"
 
@@ -146,10 +150,11 @@ RESULTS="$WORK/results.tsv" META="$WORK/meta.env" LOG="$WORK/bench.log"
 # The run uses its own copies of the binaries, so a rebuild of bin/ during
 # the run cannot mix two versions of reynfs in one table.
 mkdir -p "$WORK/bin"
-cp bin/reynfs bin/bench-loopback bin/bench-agent "$WORK/bin/"
+cp bin/reynfs bin/bench-loopback bin/bench-agent bin/bench-remote "$WORK/bin/"
 REYNFS="$WORK/bin/reynfs"
 LOOPBACK="$WORK/bin/bench-loopback"
 AGENTBENCH="$WORK/bin/bench-agent"
+REMOTEBENCH="$WORK/bin/bench-remote"
 : >"$RESULTS"
 : >"$LOG"
 ROOT_USER=0
@@ -488,7 +493,7 @@ say "machine: $(machine)"
 say "mode $MODE, work dir $WORK, log $LOG"
 ((ROOT_USER)) || warn "not root: cold-cache rows are skipped"
 START=$SECONDS
-for phase in fio files history store gc recovery micro agents scale; do
+for phase in fio files history store gc recovery micro agents remote scale; do
 	want "$phase" || continue
 	t0=$SECONDS
 	"phase_$phase"

@@ -451,6 +451,46 @@ def agents_table(data, meta, out):
         out.append("Ratios of medians: %s." % "; ".join(ratios))
 
 
+REMOTE_BEGIN, REMOTE_END = "<!-- bench:remote:begin -->", "<!-- bench:remote:end -->"
+
+
+def remote_table(data, meta, out):
+    """Issue 12's rows: push, incremental push, clone (and clone --lazy
+    when measured) against the versity gateway; medians over the runs."""
+    if not any(k.startswith("remote-") for (k, _t) in data):
+        return
+    n = meta.get("REMOTE_FILES", "?")
+    out.append("Mode: **%s**. Remote (issue 12): a workspace of %s files with a git repository" % (meta.get("MODE", "?"), n))
+    out.append("committed in it, against a versity gateway on 127.0.0.1 through a counting proxy (requests")
+    out.append("and body bytes as they crossed the wire); a new bucket per run; medians over the runs.")
+    out.append("")
+    out.append("| what | wall | requests | bytes up | bytes down | runs |")
+    out.append("| --- | --: | --: | --: | --: | --: |")
+
+    def mib(v):
+        if v is None:
+            return "-"
+        if v == 0:
+            return "0"
+        return "%.2f MiB" % (v / 1048576) if v >= 1048576 else "%.1f KiB" % (v / 1024)
+
+    for label, key in (("`reynfs push`, first (everything)", "remote-push"),
+                       ("`reynfs push` after 10 files changed", "remote-push-incr"),
+                       ("`reynfs clone` of the head (files written into DIR)", "remote-clone"),
+                       ("`reynfs clone --lazy` and `reynfs mount`", "remote-lazy"),
+                       ("`git status` in the lazy mount", "remote-lazy-status"),
+                       ("`cat` of one file in the lazy mount", "remote-lazy-cat")):
+        if (key, "wall") not in data:
+            continue
+        req = med(data, key, "requests")
+        out.append("| %s | %s | %s | %s | %s | %d |" % (
+            label, fmt(med(data, key, "wall"), "s"), "-" if req is None else "%d" % req,
+            mib(med(data, key, "bytes-up")), mib(med(data, key, "bytes-down")), count(data, key, "wall")))
+    if ("remote-push", "failed") in data:
+        out.append("| remotebench failed: see the log | | | | | **failed** |")
+
+
+
 def report(results, metafile, md=None, doc=None):
     data = load(results)
     meta = {}
@@ -483,21 +523,26 @@ def report(results, metafile, md=None, doc=None):
                 if not line.startswith(("goos:", "goarch:", "cpu:", "PASS")):
                     out.append(line.rstrip("\n"))
         out.append("```")
-    agents = []
+    agents, remote = [], []
     agents_table(data, meta, agents)
+    remote_table(data, meta, remote)
     text = "\n".join(out) + "\n"
-    # A run of the agents phase alone has nothing for the main report.
-    main = any(not k.startswith("agent-") for (k, _t) in data) or micro
+    # A run of the agents or remote phase alone has nothing for the main report.
+    main = any(not k.startswith(("agent-", "remote-")) for (k, _t) in data) or micro
     atext = "\n".join(agents) + "\n" if agents else ""
-    sys.stdout.write((text if main else "") + ("\n" if main and atext else "") + atext)
+    rtext = "\n".join(remote) + "\n" if remote else ""
+    whole = "\n".join(t for t in ((text if main else ""), atext, rtext) if t)
+    sys.stdout.write(whole)
     if md:
         with open(md, "w") as f:
-            f.write((text if main else "") + ("\n" if main and atext else "") + atext)
+            f.write(whole)
     if doc:
         if main:
             splice(doc, meta, text)
         if atext:
             splice(doc, meta, atext, AGENTS_BEGIN, AGENTS_END)
+        if rtext:
+            splice(doc, meta, rtext, REMOTE_BEGIN, REMOTE_END)
 
 
 def splice(doc, meta, text, begin="<!-- bench:begin -->", end="<!-- bench:end -->"):
