@@ -200,4 +200,3 @@ func sameFiles(src, dst string, files []string) error {
 	}
 	return nil
 }
-
