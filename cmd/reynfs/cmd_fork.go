@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -19,11 +18,13 @@ type forkOptions struct {
 func newForkCommand() *cobra.Command {
 	var o forkOptions
 	cmd := &cobra.Command{
-		Use:   "fork URL#WS[@SEQ] NEW",
+		Use:   "fork URL#WS[@TARGET] NEW",
 		Short: "Make a new workspace on a remote that starts from another's state, copying nothing",
-		Long: `Make the workspace NEW on the remote at URL a fork of its workspace WS at seq SEQ (by
-default WS's head on the remote): NEW's head names WS and SEQ, and nothing is copied. A
-clone of NEW holds WS's history through SEQ and then NEW's own; the objects are the
+		Long: `Make the workspace NEW on the remote at URL a fork of its workspace WS at the state
+TARGET names (any rewind target, as 'reynfs clone --at' takes it: a seq, gN, -N, a label;
+by default WS's head on the remote): NEW's head names WS and that seq, and nothing is
+copied (a target other than a seq is resolved against WS's records, which are read; no
+file data is). A clone of NEW holds WS's history through that seq and then NEW's own; the objects are the
 remote's, shared by both. NEW has no writer yet: the first 'reynfs push --ws NEW' from a
 clone of it (or a 'reynfs clone --take') makes that store its writer; its pushes send
 only what it adds.
@@ -41,15 +42,14 @@ only what it adds.
 func runFork(ctx context.Context, o forkOptions, src, name string) error {
 	raw, ws, found := strings.Cut(src, "#")
 	if !found || ws == "" {
-		return fmt.Errorf("%w: fork URL#WS[@SEQ] NEW: the source names no workspace (#WS)", errUsage)
+		return fmt.Errorf("%w: fork URL#WS[@TARGET] NEW: the source names no workspace (#WS)", errUsage)
 	}
-	var seq uint64
+	var target string
 	if w, at, ok := strings.Cut(ws, "@"); ok {
-		n, err := strconv.ParseUint(at, 10, 64)
-		if err != nil || n == 0 {
-			return fmt.Errorf("%w: fork: @%s: want a seq (a positive number)", errUsage, at)
+		if at == "" {
+			return fmt.Errorf("%w: fork URL#WS@TARGET NEW: empty TARGET after @", errUsage)
 		}
-		ws, seq = w, n
+		ws, target = w, at
 	}
 	for _, n := range []string{ws, name} {
 		if err := replica.CheckName(n); err != nil {
@@ -63,7 +63,7 @@ func runFork(ctx context.Context, o forkOptions, src, name string) error {
 	if err != nil {
 		return err
 	}
-	res, err := replica.Fork(ctx, b, ws, seq, name)
+	res, err := replica.ForkAt(ctx, b, ws, target, name) // a bad target exits 2 (rewind.ErrTarget)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/rs/zerolog"
 
 	"github.com/reynfs/reynfs/cas/objstore"
+	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
 )
 
 // forkHolder prefixes the store id of the placeholder holder of a fork
@@ -88,4 +94,64 @@ func Fork(ctx context.Context, b objstore.Backend, parent string, seq uint64, ws
 		return fail(err)
 	}
 	return &ForkResult{Remote: b.String(), WS: ws, Parent: parent, Seq: seq}, nil
+}
+
+// ForkAt is Fork at the state target names in parent (any rewind
+// target: a seq, gN, -N, a label; "" is parent's head), resolved as a
+// clone of parent would resolve it: against parent's records on the
+// remote, read into a journal of records alone (no object is fetched)
+// in a temporary directory.
+func ForkAt(ctx context.Context, b objstore.Backend, parent, target, ws string) (*ForkResult, error) {
+	if target == "" {
+		return Fork(ctx, b, parent, 0, ws)
+	}
+	if n, err := strconv.ParseUint(target, 10, 64); err == nil {
+		if n == 0 {
+			return nil, fmt.Errorf("fork: %w: seq 0 names no state (the first is 1)", rewind.ErrTarget)
+		}
+		return Fork(ctx, b, parent, n, ws)
+	}
+	if err := CheckName(parent); err != nil {
+		return nil, fmt.Errorf("fork: workspace %w", err)
+	}
+	seq, err := resolveRemote(ctx, b, parent, target)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s#%s@%s: %w", b, parent, target, err)
+	}
+	return Fork(ctx, b, parent, seq, ws)
+}
+
+// resolveRemote resolves target against workspace ws's records as its
+// HEAD covers them.
+func resolveRemote(ctx context.Context, b objstore.Backend, ws, target string) (seq uint64, err error) {
+	if _, err := remoteConfig(ctx, b, false); err != nil {
+		return 0, err
+	}
+	h, _, err := ReadHead(ctx, b, ws)
+	if err != nil {
+		return 0, err
+	}
+	recs, _, err := segmentRecords(ctx, b, ws, h, 1)
+	if err != nil {
+		return 0, err
+	}
+	dir, err := os.MkdirTemp("", "reynfs-resolve-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	j, err := journal.Open(filepath.Join(dir, "store"), journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := j.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h}
+	if err := c.write(recs); err != nil {
+		return 0, err
+	}
+	return rewind.Resolve(j, target)
 }
