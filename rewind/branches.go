@@ -109,6 +109,43 @@ func SetName(j *journal.Journal, name string, seq uint64) error {
 	return nil
 }
 
+// PutName records a name another store gave (a clone's, from its
+// remote): name's form is checked, not whether it is taken on the
+// current path, since the name was given where that held. Writing the
+// same name and seq again is no change; the name at another seq is
+// refused. Synced.
+func PutName(j *journal.Journal, n Name) error {
+	if err := checkForm(n.Name); err != nil {
+		return err
+	}
+	v := binary.BigEndian.AppendUint64(nil, n.Seq)
+	v = binary.BigEndian.AppendUint64(v, uint64(n.Time.UnixNano()))
+	key := append([]byte{namePrefix}, n.Name...)
+	err := j.DB().Update(func(txn *badger.Txn) error {
+		it, err := txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return txn.Set(key, v)
+		} else if err != nil {
+			return err
+		}
+		old, err := it.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if len(old) == 16 && binary.BigEndian.Uint64(old) == n.Seq {
+			return nil
+		}
+		return fmt.Errorf("%w: %q names another seq here", ErrName, n.Name)
+	})
+	if err == nil {
+		err = j.DB().Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("name %s: %w", n.Name, err)
+	}
+	return nil
+}
+
 // Branch is an abandoned branch, or a seq with a given name.
 type Branch struct {
 	Name  string    `json:"name"`            // b-TIP, or the given name

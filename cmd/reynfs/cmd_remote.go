@@ -298,11 +298,15 @@ func runPush(ctx context.Context, o pushOptions, name string) error {
 	if o.asJSON {
 		return printJSON(res)
 	}
+	names := ""
+	if res.Names > 0 {
+		names = fmt.Sprintf("; %d branch names", res.Names)
+	}
 	if res.From == 0 {
-		termsafe.Printf("%s#%s is up to date (seq %d)\n", u, ws, res.Through)
+		termsafe.Printf("%s#%s is up to date (seq %d)%s\n", u, ws, res.Through, names)
 		return nil
 	}
-	termsafe.Printf("pushed seqs %d-%d to %s#%s: %d records in %d segments, %d objects in %d packs, %s\n",
-		res.From, res.Through, u, ws, res.Records, res.Segments, res.Objects, res.Packs, human(res.Bytes))
+	termsafe.Printf("pushed seqs %d-%d to %s#%s: %d records in %d segments, %d objects in %d packs, %s%s\n",
+		res.From, res.Through, u, ws, res.Records, res.Segments, res.Objects, res.Packs, human(res.Bytes), names)
 	return nil
 }

@@ -95,6 +95,9 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 	if err := c.write(recs); err != nil {
 		return nil, err
 	}
+	if _, err := pullNames(ctx, b, c.loc, ws, c.head); err != nil {
+		return nil, err
+	}
 	// Fetch continues from here (before the reset record, if any,
 	// which makes the clone diverge from the remote).
 	if err := c.loc.setFetched(ws, c.head.Seq); err != nil {

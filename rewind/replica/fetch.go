@@ -129,7 +129,8 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 	}
 	head := j.Head()
 	if head == got.Seq && h.Seq == got.Seq {
-		return res, nil
+		_, err := pullNames(ctx, b, loc, ws, h) // a name given since
+		return res, err
 	}
 	recs, n, err := segmentRecords(ctx, b, ws, h, got.Seq+1)
 	if err != nil {
@@ -146,7 +147,11 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 		}
 	}
 	if len(recs) == 0 {
-		return res, loc.setFetched(ws, h.Seq)
+		if err := loc.setFetched(ws, h.Seq); err != nil {
+			return nil, err
+		}
+		_, err := pullNames(ctx, b, loc, ws, h)
+		return res, err
 	}
 	res.From = recs[0].Seq
 	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h, loc: loc, res: &CloneResult{}}
@@ -177,6 +182,9 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 		return nil, err
 	}
 	if err := loc.setFetched(ws, h.Seq); err != nil {
+		return nil, err
+	}
+	if _, err := pullNames(ctx, b, loc, ws, h); err != nil {
 		return nil, err
 	}
 	res.Records, res.Packs, res.Objects = len(recs), c.res.Packs, c.res.Objects

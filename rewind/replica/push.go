@@ -57,6 +57,7 @@ type PushResult struct {
 	Packs    int    `json:"packs"`
 	Objects  int    `json:"objects"`
 	Bytes    int64  `json:"bytes"`
+	Names    int    `json:"names,omitempty"` // branch names sent (names.go)
 }
 
 // Push sends workspace ws's records that the remote lacks, with the
@@ -86,6 +87,9 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 		return nil, fmt.Errorf("push to %s#%s: %w", b, ws, err)
 	}
 	err = p.run()
+	if err == nil { // names after the HEAD that covers their seqs
+		p.res.Names, err = pushNames(p.ctx, j, b, p.loc, ws, p.res.Through)
+	}
 	if lost := p.check(); lost != nil {
 		err = lost // the push stopped because the lease was lost
 	}
