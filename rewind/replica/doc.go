@@ -16,6 +16,8 @@
 //	ws/<name>/HEAD                  the workspace's head and lease (JSON)
 //	ws/<name>/seg/<e>-<first>-<last>.seg
 //	                                records first..last, written in epoch e
+//	ws/<name>/names/<hex of N>      a branch name N given to a seq
+//	                                (names.go); immutable, PutIfAbsent
 //
 // A pack (pack.go) is a header ("RFSPACK1", kind: 't' inode objects, 'd'
 // file chunks and agent states), then its objects, each compressed on

@@ -216,6 +216,9 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 			parent = p.WS
 		}
 	}
+	if err := f.names(ws, h); err != nil {
+		return parent, err
+	}
 	if h.Seq < from {
 		return parent, nil
 	}
@@ -269,6 +272,29 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 		}
 	}
 	return parent, nil
+}
+
+// names checks workspace ws's name objects: each decodes under its key
+// and names a seq HEAD h covers (names.go writes it after that HEAD).
+func (f *fscker) names(ws string, h *Head) error {
+	return f.b.List(f.ctx, namesPrefix(ws), func(i objstore.Info) error {
+		data, _, err := f.b.Get(f.ctx, i.Key)
+		if errors.Is(err, objstore.ErrNotExist) {
+			f.problem("%s: listed, then missing", i.Key)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f.r.Bytes += int64(len(data))
+		n, err := DecodeName(i.Key, data)
+		if err != nil {
+			f.problem("%v", err)
+		} else if n.Seq > h.Seq {
+			f.problem("%s: names seq %d, past the seq %d its workspace's HEAD covers", i.Key, n.Seq, h.Seq)
+		}
+		return nil
+	})
 }
 
 func epochList(h *Head) string {

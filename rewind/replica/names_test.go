@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/reynfs/reynfs/cas/objstore/objstorefake"
@@ -99,6 +100,10 @@ func TestBranchNamesTravel(t *testing.T) {
 		t.Errorf("fork's names %s, want %s", got, want)
 	}
 
+	if rep, err := Fsck(ctx, fake, ""); err != nil || rep.Damaged() {
+		t.Fatalf("fsck --remote with names: %+v, %v", rep, err)
+	}
+
 	// Damage: a name object that holds another name.
 	key := NameKey("w", "late")
 	if err := fake.Put(ctx, key, canonical(&RemoteName{Format: Format, Name: "other", Seq: 3})); err != nil {
@@ -106,5 +111,9 @@ func TestBranchNamesTravel(t *testing.T) {
 	}
 	if _, err := Clone(ctx, fake, "w", filepath.Join(t.TempDir(), "db4"), ""); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("clone with a damaged name object = %v, want ErrCorrupt", err)
+	}
+	rep, err := Fsck(ctx, fake, "w")
+	if err != nil || !rep.Damaged() || !strings.Contains(fmt.Sprint(rep.Problems), key) {
+		t.Fatalf("fsck --remote of a damaged name object: %+v, %v", rep, err)
 	}
 }
