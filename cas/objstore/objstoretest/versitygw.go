@@ -23,23 +23,70 @@ import (
 // scripts/install.sh installs it into bin/.
 const VersityVersion = "v1.8.0"
 
-// VersityGW is a versity gateway (versitygw, posix backend) started for
-// one test on 127.0.0.1, with its own data directory.
-type VersityGW struct {
+// S3Server is an S3 server started for one test on 127.0.0.1, with its
+// own data directory: a versity gateway (versitygw, posix backend), or
+// with REYNFS_S3_SERVER=seaweedfs a SeaweedFS `weed mini` (the --full
+// mode of scripts/test.sh runs the S3 tests on both).
+type S3Server struct {
+	Kind     string // "versitygw" or "seaweedfs"
 	Endpoint string // 127.0.0.1:port
 	Access   string
 	Secret   string
-	Dir      string // the posix backend's root
+	Dir      string // the server's data directory
 	client   *minio.Client
 	nbuckets atomic.Int32
+}
+
+// VersityGW is the S3Server of the tests written before SeaweedFS.
+type VersityGW = S3Server
+
+// ServerEnv names the S3 server the tests start: versitygw (the
+// default) or seaweedfs.
+const ServerEnv = "REYNFS_S3_SERVER"
+
+// StartS3 starts the S3 server $REYNFS_S3_SERVER names (versitygw by
+// default) for t and stops it, by its PID, when t ends. Without its
+// binary the test is skipped, or fails under CI=true. It returns once a
+// signed PUT succeeds, not when the port opens.
+func StartS3(t testing.TB) *S3Server {
+	t.Helper()
+	switch k := os.Getenv(ServerEnv); k {
+	case "", "versitygw":
+		return startVersityGW(t)
+	case "seaweedfs":
+		return startSeaweed(t)
+	default:
+		t.Fatalf("%s=%s: want versitygw or seaweedfs", ServerEnv, k)
+		return nil
+	}
+}
+
+// StartVersityGW is StartS3 (the name its first callers used).
+func StartVersityGW(t testing.TB) *S3Server { t.Helper(); return StartS3(t) }
+
+// missing skips t for a server binary that is not installed, or fails
+// it under CI=true.
+func missing(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: %v", err)
+	}
+	t.Skip(err)
 }
 
 // FindVersityGW returns the versitygw binary: $REYNFS_VERSITYGW, else
 // bin/versitygw in this module's checkout, else one on PATH.
 func FindVersityGW() (string, error) {
-	if p := os.Getenv("REYNFS_VERSITYGW"); p != "" {
+	return findServer("versitygw", "REYNFS_VERSITYGW",
+		"bash scripts/install.sh puts it in bin/; or go install github.com/versity/versitygw/cmd/versitygw@"+VersityVersion)
+}
+
+// findServer returns the binary name: $env, else bin/name in this
+// module's checkout, else one on PATH.
+func findServer(name, env, hint string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("versitygw is not installed: REYNFS_VERSITYGW=%s: %v", p, err)
+			return "", fmt.Errorf("%s is not installed: %s=%s: %v", name, env, p, err)
 		}
 		return p, nil
 	}
@@ -50,7 +97,7 @@ func FindVersityGW() (string, error) {
 				continue
 			}
 			if bytes.HasPrefix(mod, []byte("module github.com/reynfs/reynfs\n")) {
-				p := filepath.Join(dir, "bin", "versitygw")
+				p := filepath.Join(dir, "bin", name)
 				if _, err := os.Stat(p); err == nil {
 					return p, nil
 				}
@@ -58,26 +105,20 @@ func FindVersityGW() (string, error) {
 			break
 		}
 	}
-	p, err := exec.LookPath("versitygw")
+	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("versitygw is not installed (bash scripts/install.sh puts it in bin/; or go install github.com/versity/versitygw/cmd/versitygw@%s)", VersityVersion)
+		return "", fmt.Errorf("%s is not installed (%s)", name, hint)
 	}
 	return p, nil
 }
 
-// StartVersityGW starts a gateway for t and stops it (by its PID) when t
-// ends. Without versitygw the test is skipped, or fails under CI=true.
-// It returns once a signed PUT succeeds, not when the port opens.
-func StartVersityGW(t testing.TB) *VersityGW {
+func startVersityGW(t testing.TB) *S3Server {
 	t.Helper()
 	bin, err := FindVersityGW()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true: %v", err)
-		}
-		t.Skip(err)
+		missing(t, err)
 	}
-	g := &VersityGW{Access: "reynfsaccess", Secret: "reynfssecret0123456789", Dir: t.TempDir()}
+	g := &S3Server{Kind: "versitygw", Access: "reynfsaccess", Secret: "reynfssecret0123456789", Dir: t.TempDir()}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // the free port may be taken before the gateway binds it
 		if lastErr = g.start(t, bin); lastErr == nil {
@@ -88,20 +129,25 @@ func StartVersityGW(t testing.TB) *VersityGW {
 	return nil
 }
 
-func (g *VersityGW) start(t testing.TB, bin string) error {
+func (g *S3Server) start(t testing.TB, bin string) error {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	g.Endpoint = l.Addr().String()
 	l.Close()
-	logPath := filepath.Join(t.TempDir(), "versitygw.log")
+	return g.run(t, exec.Command(bin, "--access", g.Access, "--secret", g.Secret, "--port", g.Endpoint, "--quiet", "posix", g.Dir))
+}
+
+// run starts cmd (the server, set to serve g.Endpoint), its output in a
+// log file, and waits until a signed PUT succeeds.
+func (g *S3Server) run(t testing.TB, cmd *exec.Cmd) error {
+	logPath := filepath.Join(t.TempDir(), g.Kind+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, "--access", g.Access, "--secret", g.Secret, "--port", g.Endpoint, "--quiet", "posix", g.Dir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
 	if err := cmd.Start(); err != nil {
@@ -129,7 +175,7 @@ func (g *VersityGW) start(t testing.TB, bin string) error {
 		stop()
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
 		err = g.probe(ctx)
@@ -142,14 +188,14 @@ func (g *VersityGW) start(t testing.TB, bin string) error {
 			return fmt.Errorf("exited before serving (pid %d): %s", cmd.Process.Pid, tail(logPath))
 		case <-ctx.Done():
 			stop()
-			return fmt.Errorf("no signed PUT succeeded within 20s (%v): %s", err, tail(logPath))
+			return fmt.Errorf("no signed PUT succeeded within 60s (%v): %s", err, tail(logPath))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
 // probe makes the probe bucket and PUTs into it, signed.
-func (g *VersityGW) probe(ctx context.Context) error {
+func (g *S3Server) probe(ctx context.Context) error {
 	err := g.client.MakeBucket(ctx, "reynfs-probe", minio.MakeBucketOptions{})
 	if err != nil && minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
 		return err
@@ -179,20 +225,20 @@ func tail(path string) string {
 }
 
 // NewBucket creates a new bucket and returns its s3+http URL.
-func (g *VersityGW) NewBucket(t testing.TB) string {
+func (g *S3Server) NewBucket(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("reynfs-test-%d", g.nbuckets.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := g.client.MakeBucket(ctx, name, minio.MakeBucketOptions{}); err != nil {
-		t.Fatalf("versitygw: make bucket %s: %v", name, err)
+		t.Fatalf("%s: make bucket %s: %v", g.Kind, name, err)
 	}
 	return "s3+http://" + g.Endpoint + "/" + name
 }
 
 // SetEnv points the AWS variables of t's process at this gateway (and
 // away from any profile file), as a user would.
-func (g *VersityGW) SetEnv(t testing.TB) {
+func (g *S3Server) SetEnv(t testing.TB) {
 	t.Setenv("AWS_ACCESS_KEY_ID", g.Access)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", g.Secret)
 	t.Setenv("AWS_SESSION_TOKEN", "")
