@@ -9,6 +9,8 @@
 # a fresh clone:
 #
 #   bash scripts/install.sh
+#   bash scripts/install.sh --full   also builds bin/weed (SeaweedFS, the second S3
+#                                    server of `scripts/test.sh --full`; ~5 min cold)
 #
 # Environment:
 #   REYNFS_SKIP_APT=1   never call apt-get (only report what is missing)
@@ -19,6 +21,13 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+FULL=0
+for a in "$@"; do
+	case $a in
+	--full) FULL=1 ;;
+	*) printf 'install: unknown argument %s (want --full or nothing)\n' "$a" >&2; exit 2 ;;
+	esac
+done
 
 say() { [[ "${REYNFS_QUIET:-}" == 1 ]] || printf 'install: %s\n' "$*"; }
 die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
@@ -108,4 +117,26 @@ else
 		die "go install versitygw failed (full log: $VGWLOG)"
 	fi
 	say "ok: $ROOT/bin/versitygw"
+fi
+
+# --- SeaweedFS, the second S3 server (--full; objstoretest.StartS3 with REYNFS_S3_SERVER=seaweedfs)
+# Keep in step with objstoretest.SeaweedVersion. `go install` refuses the module's
+# replace directive, so it is downloaded and built inside the module.
+SW_MOD=github.com/seaweedfs/seaweedfs
+SW_VERSION=v0.0.0-20261109003541-7506e5f91cd6
+sw_have() { [[ -x bin/weed ]] && go version -m bin/weed 2>/dev/null | awk -v m="$SW_MOD" '$1 == "mod" && $2 == m { print $3 }'; }
+if ((FULL)); then
+	if [[ "$(sw_have)" == "$SW_VERSION" ]]; then
+		say "seaweedfs: bin/weed $SW_VERSION present"
+	else
+		SWLOG="${TMPDIR:-/tmp}/reynfs-install-seaweedfs.log"
+		say "seaweedfs: building $SW_VERSION into bin/weed (~5 min cold; log: $SWLOG)"
+		swdir=$(GOFLAGS= go mod download -json "$SW_MOD@$SW_VERSION" 2>>"$SWLOG" | awk -F'"' '$2 == "Dir" { print $4 }')
+		[[ -n "$swdir" && -d "$swdir" ]] || die "go mod download $SW_MOD@$SW_VERSION failed (log: $SWLOG)"
+		if ! (cd "$swdir" && GOFLAGS= go build -o "$ROOT/bin/weed" ./weed) >>"$SWLOG" 2>&1; then
+			tail -n 20 "$SWLOG" >&2
+			die "building SeaweedFS failed (full log: $SWLOG)"
+		fi
+		say "ok: $ROOT/bin/weed"
+	fi
 fi

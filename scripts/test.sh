@@ -2,6 +2,9 @@
 # scripts/test.sh — THE test command of reynfs (CI runs exactly this via .ci/run).
 #
 #   bash scripts/test.sh
+#   bash scripts/test.sh --full   also builds SeaweedFS (bin/weed, ~5 min cold) and runs
+#                                 every test package that starts an S3 server a second
+#                                 time against it (REYNFS_S3_SERVER=seaweedfs)
 #
 # Steps, in order (a failed step does not stop the later checks, except a
 # failed install; the exit status is 1 if any step failed):
@@ -27,6 +30,15 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+FULL=0
+for a in "$@"; do
+	case $a in
+	--full) FULL=1 ;;
+	*) echo "test: unknown argument $a (want --full or nothing)" >&2; exit 2 ;;
+	esac
+done
+INSTALL_ARGS=()
+((FULL)) && INSTALL_ARGS=(--full)
 MOD=github.com/reynfs/reynfs
 FUSE=github.com/hanwen/go-fuse
 START=$(date +%s)
@@ -153,7 +165,7 @@ gotest() { # gotest LOGNAME go test args...
 
 # --- 1. install + build -----------------------------------------------------------------
 begin "install + build (scripts/install.sh)"
-if REYNFS_QUIET=0 bash scripts/install.sh 2>&1 | sed 's/^/  /'; then
+if REYNFS_QUIET=0 bash scripts/install.sh "${INSTALL_ARGS[@]}" 2>&1 | sed 's/^/  /'; then
 	end PASS
 else
 	end FAIL "cannot continue without a build"
@@ -236,6 +248,18 @@ if gotest unit go test -race -count=1 -v -timeout "${REYNFS_UNIT_TIMEOUT:-15m}" 
 	end PASS "$GT_NOTE"
 else
 	end FAIL "$GT_NOTE"
+fi
+
+# --- 5b. (--full) the S3 tests again, on SeaweedFS ---------------------------------------------
+if ((FULL)); then
+	begin "S3 tests on SeaweedFS (--full; REYNFS_S3_SERVER=seaweedfs)"
+	mapfile -t S3PKGS < <(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+		awk -v m="$MOD/cas/objstore/objstoretest" '{ for (i = 2; i <= NF; i++) if ($i == m) { print $1; break } }')
+	if gotest unit-seaweedfs env REYNFS_S3_SERVER=seaweedfs go test -race -count=1 -p 1 -v -timeout "${REYNFS_UNIT_TIMEOUT:-15m}" "${S3PKGS[@]}"; then
+		end PASS "$GT_NOTE"
+	else
+		end FAIL "$GT_NOTE"
+	fi
 fi
 
 # --- 6/7. FUSE integration tests ----------------------------------------------------------------
