@@ -124,7 +124,8 @@ fi
 # replace directive, so it is downloaded and built inside the module.
 SW_MOD=github.com/seaweedfs/seaweedfs
 SW_VERSION=v0.0.0-20261109003541-7506e5f91cd6
-sw_have() { [[ -x bin/weed ]] && go version -m bin/weed 2>/dev/null | awk -v m="$SW_MOD" '$1 == "mod" && $2 == m { print $3 }'; }
+# Built inside the module, weed says "(devel)": bin/weed.version records what it is.
+sw_have() { [[ -x bin/weed && -f bin/weed.version ]] && cat bin/weed.version; }
 if ((FULL)); then
 	if [[ "$(sw_have)" == "$SW_VERSION" ]]; then
 		say "seaweedfs: bin/weed $SW_VERSION present"
@@ -133,10 +134,12 @@ if ((FULL)); then
 		say "seaweedfs: building $SW_VERSION into bin/weed (~5 min cold; log: $SWLOG)"
 		swdir=$(GOFLAGS= go mod download -json "$SW_MOD@$SW_VERSION" 2>>"$SWLOG" | awk -F'"' '$2 == "Dir" { print $4 }')
 		[[ -n "$swdir" && -d "$swdir" ]] || die "go mod download $SW_MOD@$SW_VERSION failed (log: $SWLOG)"
+		rm -f bin/weed.version
 		if ! (cd "$swdir" && GOFLAGS= go build -o "$ROOT/bin/weed" ./weed) >>"$SWLOG" 2>&1; then
 			tail -n 20 "$SWLOG" >&2
 			die "building SeaweedFS failed (full log: $SWLOG)"
 		fi
+		echo "$SW_VERSION" >bin/weed.version
 		say "ok: $ROOT/bin/weed"
 	fi
 fi
