@@ -391,6 +391,17 @@ func (p *pusher) flush(pk *packer) error {
 	if err := p.b.Put(p.ctx, IndexKey(id), idx); err != nil {
 		return err
 	}
+	// The remote holds these objects now: a push cut off before its
+	// segment is written does not send them again. Only as objects: an
+	// inode object is recorded as held with its subtree (holdsTree) with
+	// the segment, once every pack of it is written.
+	objs := make(map[cas.Hash]byte, len(pk.blobs))
+	for _, b := range pk.blobs {
+		objs[b.Hash] = holdsData
+	}
+	if err := p.loc.markHeld(objs); err != nil {
+		return err
+	}
 	p.res.Packs++
 	p.res.Objects += len(pk.blobs)
 	p.res.Bytes += int64(len(pack) + len(idx))

@@ -347,19 +347,34 @@ func TestPushResumes(t *testing.T) {
 		name string
 		op   objstorefake.Op
 		n    int
-	}{{"first-pack", objstorefake.OpPut, 1}, {"head", objstorefake.OpPutIfMatch, 2}, {"third-put", objstorefake.OpPut, 3}, {"later-put", objstorefake.OpPut, 9}} {
+		o    Options
+	}{{"first-pack", objstorefake.OpPut, 1, Options{}}, {"head", objstorefake.OpPutIfMatch, 2, Options{}},
+		{"third-put", objstorefake.OpPut, 3, Options{}}, {"later-put", objstorefake.OpPut, 9, Options{}},
+		// One segment of many packs, cut off at its third pack: the
+		// objects of the first two are not sent again.
+		{"inside-segment", objstorefake.OpPut, 5, Options{SegmentSize: 1 << 20, PackSize: 4000}}} {
+		if c.o.SegmentSize == 0 {
+			c.o.SegmentSize = 300
+		}
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			s := newSource(t)
 			at := history(t, s)
 			other := objstorefake.New("whole")
-			if _, err := PushWith(ctx, s.j, other, "w", Options{SegmentSize: 300}); err != nil {
+			if _, err := PushWith(ctx, s.j, other, "w", c.o); err != nil {
 				t.Fatal(err)
 			}
 			whole := other.Stats().BytesIn
 			fake := objstorefake.New(c.name)
 			fake.DropAfterWrite(c.op, c.n)
-			if _, err := PushWith(ctx, s.j, fake, "w", Options{SegmentSize: 300}); !errors.Is(err, objstorefake.ErrDropped) {
+			var lastPut string
+			fake.SetHook(func(op objstorefake.Op, key string) error {
+				if op == objstorefake.OpPut {
+					lastPut = key
+				}
+				return nil
+			})
+			if _, err := PushWith(ctx, s.j, fake, "w", c.o); !errors.Is(err, objstorefake.ErrDropped) {
 				t.Fatalf("push with a dropped %s = %v", c.op, err)
 			}
 			before, had := map[string]bool{}, map[cas.Hash]bool{}
@@ -370,7 +385,22 @@ func TestPushResumes(t *testing.T) {
 				}
 			}
 			fake.Reset()
-			res, err := PushWith(ctx, s.j, fake, "w", Options{SegmentSize: 300})
+			// A pack or index written before the drop is not written
+			// again (the same objects make the same pack, so its key
+			// would not show it).
+			var again []string
+			lost := strings.TrimSuffix(lastPut, ".idx") + ".pack" // its write's reply was lost: sent again
+			fake.SetHook(func(op objstorefake.Op, key string) error {
+				if op == objstorefake.OpPut && before[strings.TrimSuffix(key, ".pack")+".idx"] && key != lost {
+					again = append(again, key)
+				}
+				return nil
+			})
+			res, err := PushWith(ctx, s.j, fake, "w", c.o)
+			fake.SetHook(nil)
+			if len(again) > 0 {
+				t.Errorf("the resumed push wrote again %v, written before the drop", again)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

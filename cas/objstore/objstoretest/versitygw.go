@@ -35,6 +35,10 @@ type S3Server struct {
 	Dir      string // the server's data directory
 	client   *minio.Client
 	nbuckets atomic.Int32
+	// argv, env: how the server was started (Restart starts it so
+	// again); kill ends the running process with SIGKILL and waits.
+	argv, env []string
+	kill      func()
 }
 
 // VersityGW is the S3Server of the tests written before SeaweedFS.
@@ -150,6 +154,7 @@ func (g *S3Server) run(t testing.TB, cmd *exec.Cmd) error {
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
+	g.argv, g.env = cmd.Args, cmd.Env
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -166,6 +171,7 @@ func (g *S3Server) run(t testing.TB, cmd *exec.Cmd) error {
 		cmd.Process.Kill()
 		<-exited
 	}
+	g.kill = func() { cmd.Process.Kill(); <-exited }
 	g.client, err = minio.New(g.Endpoint, &minio.Options{
 		Creds:        credentials.NewStaticV4(g.Access, g.Secret, ""),
 		BucketLookup: minio.BucketLookupPath,
@@ -192,6 +198,21 @@ func (g *S3Server) run(t testing.TB, cmd *exec.Cmd) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// Kill ends the server with SIGKILL: requests in flight are cut off,
+// later ones find nothing listening. Revive starts it again.
+func (g *S3Server) Kill() { g.kill() }
+
+// Revive starts a killed server again on the same endpoint and data and
+// returns once a signed PUT succeeds. It may run on any goroutine.
+func (g *S3Server) Revive(t testing.TB) error {
+	cmd := exec.Command(g.argv[0], g.argv[1:]...)
+	cmd.Env = g.env
+	if err := g.run(t, cmd); err != nil {
+		return fmt.Errorf("%s: restart: %w", g.Kind, err)
+	}
+	return nil
 }
 
 // probe makes the probe bucket and PUTs into it, signed.
