@@ -18,7 +18,7 @@
 // SelfTest is what `reynfs remote add` runs: a server that ignores a
 // conditional write cannot hold a lease and is refused (ErrUnsupported).
 // objstoretest is the conformance suite every backend passes (and
-// StartVersityGW, the S3 server the tests use); objstorefake is an
+// StartS3, the S3 server the tests use); objstorefake is an
 // in-memory backend with a fault injector for other packages' tests.
 //
 // Every method is safe for concurrent use. Errors wrap ErrNotExist,

@@ -32,7 +32,7 @@ func openURL(t *testing.T, url string) objstore.Backend {
 // a fresh prefix per test (which checks the prefix handling too), and a
 // bucket of its own with no prefix.
 func TestS3Conformance(t *testing.T) {
-	gw := objstoretest.StartVersityGW(t)
+	gw := objstoretest.StartS3(t)
 	gw.SetEnv(t)
 	bucket := gw.NewBucket(t)
 	var n atomic.Int32
@@ -50,7 +50,7 @@ func TestS3Conformance(t *testing.T) {
 // what versitygw does with each condition, including the one SelfTest
 // leaves alone (If-Match on a missing key).
 func TestS3SelfTest(t *testing.T) {
-	gw := objstoretest.StartVersityGW(t)
+	gw := objstoretest.StartS3(t)
 	gw.SetEnv(t)
 	ctx := context.Background()
 	b := openURL(t, gw.NewBucket(t))
@@ -77,7 +77,7 @@ func TestS3SelfTest(t *testing.T) {
 // environment has none, and wrong ones are a clear failure, not a
 // missing object.
 func TestS3Credentials(t *testing.T) {
-	gw := objstoretest.StartVersityGW(t)
+	gw := objstoretest.StartS3(t)
 	gw.SetEnv(t)
 	url := gw.NewBucket(t)
 	ctx := context.Background()
@@ -155,7 +155,7 @@ func TestOpenURLs(t *testing.T) {
 // front of the gateway: Now must report the server's date, not this
 // machine's.
 func TestS3NowIsServerTime(t *testing.T) {
-	gw := objstoretest.StartVersityGW(t)
+	gw := objstoretest.StartS3(t)
 	gw.SetEnv(t)
 	url := gw.NewBucket(t)
 	past := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
@@ -180,7 +180,7 @@ func TestS3NowIsServerTime(t *testing.T) {
 // (16 MiB) is stored whole, read back by ranges, and its multipart ETag
 // ("hex-N") works for PutIfMatch.
 func TestS3LargeObject(t *testing.T) {
-	gw := objstoretest.StartVersityGW(t)
+	gw := objstoretest.StartS3(t)
 	gw.SetEnv(t)
 	ctx := context.Background()
 	b := openURL(t, gw.NewBucket(t))

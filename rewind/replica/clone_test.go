@@ -31,7 +31,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) objstore.Backend {
 		"fake": func(t *testing.T) objstore.Backend { return objstorefake.New(t.Name()) },
 		// A real S3 server (skipped without versitygw, failed under CI=true).
 		"s3": func(t *testing.T) objstore.Backend {
-			g := objstoretest.StartVersityGW(t)
+			g := objstoretest.StartS3(t)
 			g.SetEnv(t)
 			b, err := objstore.Open(context.Background(), g.NewBucket(t))
 			if err != nil {
