@@ -12,7 +12,9 @@
 // pushes it whole to a new bucket, rewrites K files (a mount, the
 // writes, an unmount: not measured), pushes again, then clones the
 // remote's head into a new store and checks that the clone's files equal
-// SRC's.
+// SRC's; then (where reynfs has clone --lazy) clones it lazily without
+// prefetching and mounts it, runs `git status` and reads one file in the
+// mount, each a row, and checks the mount's files against SRC's.
 package main
 
 import (
@@ -63,6 +65,8 @@ func run(o opts) error {
 		return err
 	}
 	ws := filepath.Base(o.src)
+	help, _ := exec.Command(o.reynfs, "clone", "--help").Output()
+	lazy := bytes.Contains(help, []byte("--lazy"))
 	for r := 1; r <= o.runs; r++ {
 		url, err := s.bucket(fmt.Sprintf("bench-%d", r))
 		if err != nil {
@@ -91,8 +95,63 @@ func run(o opts) error {
 			return fmt.Errorf("run %d: the clone differs from the source: %w", r, err)
 		}
 		os.RemoveAll(filepath.Dir(dst))
+		if lazy {
+			if err := b.lazy(url, ws, files); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// lazy measures `reynfs clone --lazy --prefetch=false` with the mount
+// that serves it (one row: until the mount is ready), then `git status`
+// and a `cat` of one file inside the mount, then checks the mount's
+// files against the source (not measured) and unmounts.
+func (b *bench) lazy(url, ws string, files []string) error {
+	dst := filepath.Join(b.o.work, fmt.Sprintf("lazy-%d", b.run), ws)
+	st := dst + ".store"
+	defer os.RemoveAll(filepath.Dir(dst))
+	b.s.reset()
+	t0 := time.Now()
+	if err := b.cmd("clone", "--lazy", "--prefetch=false", url+"#"+ws, dst, "--store", st); err != nil {
+		return err
+	}
+	if err := b.cmd("mount", dst, "--store", st); err != nil {
+		return err
+	}
+	mounted := true
+	defer func() {
+		if mounted {
+			_ = b.cmd("unmount", dst)
+		}
+	}()
+	b.row("remote-lazy", time.Since(t0))
+	t0 = time.Now()
+	git := exec.Command("git", "-C", dst, "status", "--porcelain")
+	if out, err := git.CombinedOutput(); err != nil {
+		return fmt.Errorf("git status in the lazy mount: %v: %s", err, bytes.TrimSpace(out))
+	}
+	b.row("remote-lazy-status", time.Since(t0))
+	one := files[len(files)/2]
+	t0 = time.Now()
+	got, err := os.ReadFile(filepath.Join(dst, one))
+	if err != nil {
+		return err
+	}
+	b.row("remote-lazy-cat", time.Since(t0))
+	want, err := os.ReadFile(filepath.Join(b.o.src, one))
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("run %d: %s differs in the lazy mount", b.run, one)
+	}
+	if err := sameFiles(b.o.src, dst, files); err != nil {
+		return fmt.Errorf("run %d: the lazy mount differs from the source: %w", b.run, err)
+	}
+	mounted = false
+	return b.cmd("unmount", dst)
 }
 
 type bench struct {
@@ -120,13 +179,17 @@ func (b *bench) measure(key string, args ...string) error {
 	if err := b.cmd(args...); err != nil {
 		return err
 	}
-	took := time.Since(t0)
+	b.row(key, time.Since(t0))
+	return nil
+}
+
+// row prints took and what the proxy counted since the last reset.
+func (b *bench) row(key string, took time.Duration) {
 	c := b.s.reset()
 	fmt.Printf("%s\twall\t%d\t%.6f\ts\n", key, b.run, took.Seconds())
 	fmt.Printf("%s\trequests\t%d\t%d\tn\n", key, b.run, c.Requests)
 	fmt.Printf("%s\tbytes-up\t%d\t%d\tB\n", key, b.run, c.Up)
 	fmt.Printf("%s\tbytes-down\t%d\t%d\tB\n", key, b.run, c.Down)
-	return nil
 }
 
 // rewrite mounts the source, appends a line to change of its files
