@@ -219,13 +219,17 @@ func (b *bench) rewrite(files []string) error {
 	return werr
 }
 
-// listFiles lists dir's regular files (relative), its store's
-// directory excluded.
+// listFiles lists dir's regular files (relative) outside .git (which
+// git may change behind the bench's back, and which rewrite must not
+// touch).
 func listFiles(dir string) ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
 		}
 		if d.Type().IsRegular() {
 			rel, _ := filepath.Rel(dir, p)
