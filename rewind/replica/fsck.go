@@ -205,9 +205,9 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 		f.problem("%v", err)
 		return parent, nil
 	}
-	from := uint64(1)
+	from := h.Start()
 	if p := h.Parent; p != nil {
-		from = p.Seq + 1
+		from = max(from, p.Seq+1)
 		if _, err := f.b.Stat(f.ctx, HeadKey(p.WS)); errors.Is(err, objstore.ErrNotExist) {
 			f.problem("%s: its parent workspace %s has no HEAD", key, p.WS)
 		} else if err != nil {
@@ -257,13 +257,16 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 		good = append(good, s)
 		decoded[s.key] = d
 	}
-	chain := cover(good, from, h.Seq)
+	chain := tile(good, from, h.Seq, false)
 	if chain == nil {
 		f.problem("%s: the sound segments of epochs %s do not tile seqs %d-%d that HEAD covers", segPrefix(ws), epochList(h), from, h.Seq)
 		return parent, nil
 	}
 	for _, s := range chain {
 		for _, r := range decoded[s.key].Records {
+			if r.Seq < from {
+				continue // a segment across a forgotten floor
+			}
 			f.r.Records++
 			f.note(r, fmt.Sprintf("%s seq %d", s.key, r.Seq))
 		}

@@ -239,10 +239,12 @@ func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
 		return err
 	}
 	next := p.current()
-	next.Seq, next.Floor, next.Expires = last, min(floor, last+1), expiry(now, p.o.TTL)
+	// A forget (forget.go) may have raised the remote's floor and
+	// dropped count past the store's: they never go down.
+	next.Seq, next.Floor, next.Expires = last, max(next.Floor, min(floor, last+1)), expiry(now, p.o.TTL)
 	if n, below, err := rewind.DroppedGenerations(p.j); err != nil {
 		return err
-	} else if n > 0 {
+	} else if n > 0 && (next.Dropped == nil || n > next.Dropped.Gens) {
 		next.Dropped = &Dropped{Gens: n, Below: min(below, last+1)}
 	}
 	if err := p.writeHead(p.ctx, &next); err != nil {
