@@ -82,6 +82,9 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 	if p.loc, err = newLocal(j, cfg); err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
+	if p.gc, err = readGCGuard(ctx, b, p.loc); err != nil { // remote GC (gcguard.go)
+		return nil, fmt.Errorf("push: %w", err)
+	}
 	if err := p.lease(); err != nil {
 		return nil, fmt.Errorf("push to %s#%s: %w", b, ws, err)
 	}
@@ -134,6 +137,7 @@ type pusher struct {
 	ws     string
 	o      Options
 	loc    local
+	gc     gcGuard
 	res    *PushResult
 	holder Holder
 	head   *Head
@@ -289,6 +293,9 @@ func (p *pusher) addRecord(r *journal.Record) error {
 func (p *pusher) has(h cas.Hash, want byte) (bool, error) {
 	if p.sent[h]&want != 0 {
 		return true, nil
+	}
+	if p.gc.skip(h, want) {
+		return false, nil
 	}
 	bits, err := p.loc.holds(h)
 	return bits&want != 0, err
