@@ -169,6 +169,12 @@ func gc(ctx context.Context, b objstore.Backend, o GCOptions) (*GCResult, error)
 				res.Pending.Packs++
 				res.Pending.PackBytes += p.packBytes + p.idxBytes
 			default:
+				if again, err := rewritten(ctx, b, l.c.Time, PackKey(id), IndexKey(id)); err != nil {
+					return nil, err
+				} else if again {
+					res.Revived++
+					continue
+				}
 				if !o.DryRun && !bumped {
 					if res.Gen, err = bumpGC(ctx, b); err != nil {
 						return nil, err
@@ -198,6 +204,12 @@ func gc(ctx context.Context, b objstore.Backend, o GCOptions) (*GCResult, error)
 				res.Pending.Segments++
 				res.Pending.SegmentBytes += m.segments[key]
 			default:
+				if again, err := rewritten(ctx, b, l.c.Time, key); err != nil {
+					return nil, err
+				} else if again {
+					res.Revived++
+					continue
+				}
 				if !o.DryRun {
 					if err := b.Delete(ctx, key); err != nil {
 						return nil, err
@@ -251,6 +263,27 @@ func gc(ctx context.Context, b objstore.Backend, o GCOptions) (*GCResult, error)
 		res.Lists = append(res.Lists, key)
 	}
 	return res, nil
+}
+
+// rewritten reports whether one of keys was written at or after t (the
+// server's time of a condemned list): pack and segment keys are named by
+// their content, so a push that sends a condemned pack's objects again
+// in the same grouping writes the same key, and a gc must not delete
+// what it wrote (git's cruft packs keep a pack whose mtime was touched).
+func rewritten(ctx context.Context, b objstore.Backend, t time.Time, keys ...string) (bool, error) {
+	for _, k := range keys {
+		i, err := b.Stat(ctx, k)
+		if errors.Is(err, objstore.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if !i.Mod.Before(t.Truncate(time.Second)) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // deletePack deletes a pack's index, then the pack: a run cut off
