@@ -325,8 +325,20 @@ func (f *fscker) indexes() error {
 	if err != nil {
 		return err
 	}
+	// A pack a condemned list names may have lost its index to a gc
+	// run cut off between the two deletions (gc.go): it is garbage.
+	lists, err := readCondemned(f.ctx, f.b)
+	if err != nil {
+		return err
+	}
+	condemned := map[string]bool{}
+	for _, l := range lists {
+		for _, id := range l.c.Packs {
+			condemned[id] = true
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(packs)) {
-		if _, ok := f.idx[id]; !ok {
+		if _, ok := f.idx[id]; !ok && !condemned[id] {
 			f.problem("%s: missing (%s has no index: a clone cannot find its objects)", IndexKey(id), PackKey(id))
 		}
 	}
