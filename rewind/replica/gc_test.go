@@ -57,6 +57,12 @@ type gcScene struct {
 
 func newGCScene(t *testing.T, b objstore.Backend, condemn bool) *gcScene {
 	t.Helper()
+	return newGCSceneWith(t, b, condemn, nil)
+}
+
+// newGCSceneWith is newGCScene; beforeForget runs before the forget.
+func newGCSceneWith(t *testing.T, b objstore.Backend, condemn bool, beforeForget func(*gcScene)) *gcScene {
+	t.Helper()
 	ctx := context.Background()
 	g := &gcScene{s: newSource(t), b: b, at: map[string]uint64{}}
 	g.s.write(t, "a.bin", pattern(1, 200000))
@@ -73,6 +79,9 @@ func newGCScene(t *testing.T, b objstore.Backend, condemn bool) *gcScene {
 	g.at["head"] = g.s.j.Head()
 	if _, err := PushWith(ctx, g.s.j, b, "w", Options{SegmentSize: 300}); err != nil {
 		t.Fatal(err)
+	}
+	if beforeForget != nil {
+		beforeForget(g)
 	}
 	if res, err := Forget(ctx, b, "w", strconv.FormatUint(g.at["g2"], 10)); err != nil || !res.Changed || res.Floor != g.at["g2"] || res.Dropped != 2 || res.ID != 3 {
 		t.Fatalf("forget g2: %+v, %v (at %v)", res, err, g.at)
