@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -61,6 +62,9 @@ func runForget(ctx context.Context, o forgetOptions, target string) error {
 		return err
 	}
 	res, err := replica.Forget(ctx, b, ws, target)
+	if errors.Is(err, replica.ErrTarget) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}
