@@ -301,14 +301,31 @@ func deletePack(ctx context.Context, b objstore.Backend, id string, dry bool) er
 
 // readCondemned reads every condemned list, oldest first.
 func readCondemned(ctx context.Context, b objstore.Backend) ([]condemnedList, error) {
+	lists, _, err := readGCListing(ctx, b)
+	return lists, err
+}
+
+// readGCListing lists gc/ once: it reads every condemned list, oldest
+// first, and reports whether gc/state exists (a push of a remote never
+// collected makes that one request only).
+func readGCListing(ctx context.Context, b objstore.Backend) (lists []condemnedList, state bool, err error) {
 	var keys []string
-	err := b.List(ctx, condemnedPrefix, func(i objstore.Info) error {
-		keys = append(keys, i.Key)
+	err = b.List(ctx, "gc/", func(i objstore.Info) error {
+		if strings.HasPrefix(i.Key, condemnedPrefix) {
+			keys = append(keys, i.Key)
+		} else if i.Key == gcStateKey {
+			state = true
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	lists, err = readLists(ctx, b, keys)
+	return lists, state, err
+}
+
+func readLists(ctx context.Context, b objstore.Backend, keys []string) ([]condemnedList, error) {
 	var out []condemnedList
 	for _, key := range keys {
 		data, _, err := b.Get(ctx, key)

@@ -195,6 +195,11 @@ func TestGCTwoPhase(t *testing.T) {
 		t.Fatalf("gc inside the grace: %+v, %v", res, err)
 	}
 	clk.add(time.Minute)
+	keys := allKeys(t, fake)
+	dry, err := GC(ctx, fake, GCOptions{DryRun: true})
+	if err != nil || dry.Deleted != res.Condemned || len(dry.Removed) != 1 || !slices.Equal(allKeys(t, fake), keys) {
+		t.Fatalf("dry run after the grace: %+v, %v (or it changed the remote)", dry, err)
+	}
 	res2, err := GC(ctx, fake, GCOptions{})
 	if err != nil {
 		t.Fatal(err)

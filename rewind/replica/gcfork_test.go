@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +53,42 @@ func TestGCKeepsWhatAForkReads(t *testing.T) {
 	checkClone(t, g.s.j, map[string]uint64{"g1": g.at["g1"]}, cj, g.at["g1"])
 	if rep, err := Fsck(ctx, fake, "f"); err != nil || rep.Damaged() {
 		t.Fatalf("fsck --remote f: %+v, %v", rep, err)
+	}
+}
+
+// TestFetchAfterForget: a clone made before a forget whose floor passes
+// the seqs it fetched is refused by fetch (records past a gap would
+// replay wrong states), with a one-line error; a clone made after
+// fetches.
+func TestFetchAfterForget(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New("fetchforget")
+	s := newSource(t)
+	s.write(t, "a", []byte("a\n"))
+	s.cut(t, "one")
+	if _, err := Push(ctx, s.j, fake, "w"); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "old")
+	if _, err := Clone(ctx, fake, "w", old, ""); err != nil {
+		t.Fatal(err)
+	}
+	s.write(t, "b", []byte("b\n"))
+	s.cut(t, "two")
+	s.write(t, "c", []byte("c\n"))
+	g4 := s.cut(t, "three")
+	if _, err := Push(ctx, s.j, fake, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Forget(ctx, fake, "w", "g4"); err != nil {
+		t.Fatal(err)
+	}
+	oj := openClone(t, old)
+	_, err := Fetch(ctx, oj, fake, "w")
+	if err == nil || !strings.Contains(err.Error(), "clone it again") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("fetch over a forgotten gap: %v", err)
+	}
+	if oj.Head() >= g4 {
+		t.Fatalf("the refused fetch wrote records through %d", oj.Head())
 	}
 }

@@ -30,15 +30,17 @@ func (g *gcGuard) skip(h cas.Hash, want byte) bool {
 	return g.condemned[h] || g.pending && want == holdsTree
 }
 
-// readGCGuard reads the condemned lists first, then gc/state: a run that
-// deleted a list's packs bumped gc/state before, so a push that finds no
-// list (it was deleted) finds the new generation. When the generation
+// readGCGuard lists gc/ and reads the condemned lists first, then
+// gc/state (when the listing has it: a remote never collected costs a
+// push one List): a run that deleted a list's packs bumped gc/state
+// before, so a push that finds no list (it was deleted) finds the new
+// generation. When the generation
 // differs from the one this store last saw for the remote, the store's
 // record of what the remote holds is dropped and made again from the
 // index files (less the condemned packs'): packs were deleted since.
 func readGCGuard(ctx context.Context, b objstore.Backend, loc local) (gcGuard, error) {
 	g := gcGuard{condemned: map[cas.Hash]bool{}}
-	lists, err := readCondemned(ctx, b)
+	lists, state, err := readGCListing(ctx, b)
 	if err != nil {
 		return g, err
 	}
@@ -60,9 +62,13 @@ func readGCGuard(ctx context.Context, b objstore.Backend, loc local) (gcGuard, e
 			}
 		}
 	}
-	gen, _, err := readGCState(ctx, b)
-	if err != nil {
-		return g, err
+	var gen uint64
+	if state {
+		// Read after the listing: a run that deleted a listed list's
+		// packs bumped gc/state before it deleted the list.
+		if gen, _, err = readGCState(ctx, b); err != nil {
+			return g, err
+		}
 	}
 	if mine, err := loc.gcGen(); err != nil || mine == gen {
 		return g, err
