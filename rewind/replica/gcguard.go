@@ -143,9 +143,13 @@ func (l local) rebuildHeld(ctx context.Context, b objstore.Backend, skip map[str
 		return err
 	}
 	var ids []string
+	packs := map[string]bool{}
 	err = b.List(ctx, "packs/", func(i objstore.Info) error {
-		if id, ok := strings.CutSuffix(strings.TrimPrefix(i.Key, "packs/"), ".idx"); ok && !skip[id] {
+		name := strings.TrimPrefix(i.Key, "packs/")
+		if id, ok := strings.CutSuffix(name, ".idx"); ok && !skip[id] {
 			ids = append(ids, id)
+		} else if id, ok := strings.CutSuffix(name, ".pack"); ok {
+			packs[id] = true
 		}
 		return nil
 	})
@@ -154,17 +158,15 @@ func (l local) rebuildHeld(ctx context.Context, b objstore.Backend, skip map[str
 	}
 	held := map[cas.Hash]byte{}
 	for _, id := range ids {
+		if !packs[id] {
+			continue // an index without its pack: nothing to count on
+		}
 		x, err := readIndex(ctx, b, id)
 		if err != nil {
 			return err
 		}
 		if x == nil {
 			continue
-		}
-		if _, err := b.Stat(ctx, PackKey(id)); errors.Is(err, objstore.ErrNotExist) {
-			continue // an index whose pack a gc run is deleting
-		} else if err != nil {
-			return err
 		}
 		for _, e := range x.Entries {
 			held[e.Hash] = holdsData
