@@ -61,7 +61,7 @@ func runRemoteGC(ctx context.Context, o storeOptions, dir, remote string, grace 
 	if res.Pending.Packs+res.Pending.Segments > 0 {
 		termsafe.Printf("waiting for the grace: %s\n", gcSet(res.Pending))
 	}
-	termsafe.Printf("kept %d packs (%s), %s of them reached by nothing (a repack would free it)\n", res.Kept, human(res.KeptBytes), human(res.DeadBytes))
+	termsafe.Printf("kept %d packs (%s) with live objects; %s in them is reached by nothing (what a repack would free)\n", res.Kept, human(res.KeptBytes), human(res.DeadBytes))
 	return nil
 }
 

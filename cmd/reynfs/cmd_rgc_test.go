@@ -117,6 +117,7 @@ func TestForgetGCRemote(t *testing.T) {
 	}
 	time.Sleep(1100 * time.Millisecond)
 	code, out = runOut(t, "gc", "--remote", "origin", "--grace", "1s", "--dir", proj)
+	t.Logf("second gc:\n%s", out)
 	if code != 0 || !strings.Contains(out, "deleted: ") || strings.Contains(out, "deleted: 0 packs") {
 		t.Fatalf("second gc: exit %d, %q", code, out)
 	}
