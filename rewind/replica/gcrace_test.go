@@ -134,3 +134,55 @@ func TestGCStaleHeldSet(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// TestGCRaceHeldTree (guard a, trees): a directory d (its file's chunks
+// alone in a data pack) is removed and forgotten, so its inode object is
+// dead in a kept tree pack and its chunks' pack is condemned. A rewind
+// to g1 and a generation bring the same root inode object back, which
+// the store holds with its whole subtree. While a list is pending the push must not skip that
+// subtree: a gc deleting the chunks' pack mid-push would take them.
+func TestGCRaceHeldTree(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New(t.Name())
+	clk := newClock(fake)
+	s := newSource(t)
+	at := map[string]uint64{}
+	s.write(t, "keep", nil)
+	s.mkdir(t, "d")
+	s.write(t, "d/f", pattern(5, 150000))
+	at["g1"] = s.cut(t, "one")
+	o := Options{SegmentSize: 300}
+	if _, err := PushWith(ctx, s.j, fake, "w", o); err != nil {
+		t.Fatal(err)
+	}
+	s.unlink(t, "d/f")
+	if err := s.live.Rmdir(caller, s.lookup(t, ""), "d"); err != nil {
+		t.Fatal(err)
+	}
+	at["g2"] = s.cut(t, "two")
+	if _, err := PushWith(ctx, s.j, fake, "w", o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Forget(ctx, fake, "w", "g3"); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Minute)
+	if res := mustGC(t, fake); res.Condemned.Packs == 0 || res.DeadBytes == 0 {
+		t.Fatalf("first gc: %+v; want the chunks' pack condemned and d's inode dead in a kept pack", res)
+	}
+	if _, err := s.rw.Rewind(at["g1"], false); err != nil {
+		t.Fatal(err)
+	}
+	at["g3"] = s.cut(t, "three")
+	clk.add(DefaultGrace)
+	var del *GCResult
+	fired := atSegment(fake, func() { del = mustGC(t, fake) })
+	if _, err := PushWith(ctx, s.j, fake, "w", o); err != nil {
+		t.Fatal(err)
+	}
+	fake.SetHook(nil)
+	if !fired.Load() || del == nil || del.Deleted.Packs == 0 {
+		t.Fatalf("the gc inside the push deleted %+v", del)
+	}
+	checkRemote(t, fake, s, "w", at)
+}
