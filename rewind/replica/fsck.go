@@ -214,6 +214,9 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 			return parent, err
 		} else {
 			parent = p.WS
+			if err := f.forkPart(ws, h); err != nil {
+				return parent, err
+			}
 		}
 	}
 	if h.Seq < from {
@@ -272,6 +275,33 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 		}
 	}
 	return parent, nil
+}
+
+// forkPart reads, as a clone of fork ws does, its parent's records from
+// the fork's Start through its seq (they may lie below the parent's own
+// Start after a forget of the parent, where the parent's check does not
+// look) and notes what they reach.
+func (f *fscker) forkPart(ws string, h *Head) error {
+	p := h.Parent
+	if h.Start() > p.Seq {
+		return nil
+	}
+	cut := *h
+	cut.Seq = p.Seq
+	rd := &segReader{ctx: f.ctx, b: f.b}
+	recs, err := rd.records(ws, &cut, h.Start(), p.Seq, 0)
+	f.r.Bytes += rd.bytes
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, objstore.ErrNotExist) {
+		f.problem("fork %s: its parent's seqs %d-%d: %v", ws, h.Start(), p.Seq, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		f.note(r, fmt.Sprintf("%s seq %d (fork %s)", p.WS, r.Seq, ws))
+	}
+	return nil
 }
 
 func epochList(h *Head) string {

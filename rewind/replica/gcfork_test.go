@@ -54,6 +54,22 @@ func TestGCKeepsWhatAForkReads(t *testing.T) {
 	if rep, err := Fsck(ctx, fake, "f"); err != nil || rep.Damaged() {
 		t.Fatalf("fsck --remote f: %+v, %v", rep, err)
 	}
+	// fsck of f checks w's segments that only f reads (below w's Start).
+	wh, _, err := ReadHead(ctx, fake, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range fake.Keys() {
+		if _, _, last, ok := ParseSegmentKey("w", k); ok && last < wh.Start() {
+			if err := fake.Delete(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if rep, err := Fsck(ctx, fake, "f"); err != nil || !rep.Damaged() {
+		t.Fatalf("fsck --remote f after a segment only f reads went: %+v, %v", rep, err)
+	}
 }
 
 // TestFetchAfterForget: a clone made before a forget whose floor passes
