@@ -342,6 +342,11 @@ func readLists(ctx context.Context, b objstore.Backend, keys []string) ([]condem
 		if c.Format != Format || c.Time.IsZero() {
 			return nil, fmt.Errorf("%s: %w: format %d, time %s", key, ErrCorrupt, c.Format, c.Time)
 		}
+		for _, id := range c.Packs {
+			if b, err := hex.DecodeString(id); err != nil || len(b) != 32 || hex.EncodeToString(b) != id {
+				return nil, fmt.Errorf("%s: %w: %q is not a pack id", key, ErrCorrupt, id)
+			}
+		}
 		for _, s := range c.Segments {
 			if !strings.HasPrefix(s, "ws/") || !strings.Contains(s, "/seg/") {
 				return nil, fmt.Errorf("%s: %w: %q is not a segment key", key, ErrCorrupt, s)
