@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/reynfs/reynfs/cas/objstore/objstorefake"
@@ -75,5 +76,38 @@ func TestGCCrash(t *testing.T) {
 		t.Run("delete"+string(rune('0'+n)), func(t *testing.T) {
 			cut(t, func(f *objstorefake.Backend) { f.FailNth(objstorefake.OpDelete, n, nil) })
 		})
+	}
+}
+
+// TestGCRefusesDamage: a mark that meets a damaged segment is an error
+// and the run deletes nothing (a list past its grace stays).
+func TestGCRefusesDamage(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New(t.Name())
+	clk := newClock(fake)
+	newGCScene(t, fake, true)
+	clk.add(DefaultGrace)
+	h, _, err := ReadHead(ctx, fake, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := &segReader{ctx: ctx, b: fake}
+	if _, err := rd.records("w", h, 1, h.Seq, 0); err != nil || len(rd.keys) == 0 {
+		t.Fatalf("read w: %v", err)
+	}
+	data, _, err := fake.Get(ctx, rd.keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if err := fake.Put(ctx, rd.keys[0], data); err != nil {
+		t.Fatal(err)
+	}
+	before := allKeys(t, fake)
+	if _, err := GC(ctx, fake, GCOptions{}); !errors.Is(err, ErrCorrupt) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("gc of a damaged remote: %v", err)
+	}
+	if after := allKeys(t, fake); !slices.Equal(before, after) {
+		t.Fatalf("gc of a damaged remote changed it:\n%v\n%v", before, after)
 	}
 }
