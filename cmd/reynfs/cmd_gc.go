@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/reynfs/reynfs/agents/api"
+	"github.com/reynfs/reynfs/rewind/replica"
 )
 
 func newGCCommand() *cobra.Command {
@@ -13,8 +15,10 @@ func newGCCommand() *cobra.Command {
 	var dir string
 	var keep int
 	var dry, asJSON bool
+	var remote string
+	var grace time.Duration
 	cmd := &cobra.Command{
-		Use:   "gc [--keep N] [--dry-run] [--json]",
+		Use:   "gc [--keep N] [--dry-run] [--json] | gc --remote NAME [--grace D] [--dry-run] [--json]",
 		Short: "Collect history past the retention windows now (mounted or not)",
 		Long: `Run the collector now: apply the store's retention windows (see 'reynfs retention'),
 drop the records and generations below the floors, drop the objects nothing retained
@@ -23,9 +27,17 @@ Mounted, the daemon runs the same collector every few minutes and writers go on 
 runs. --keep N instead keeps the newest N generations of the current path and everything
 after the oldest of them. A rewind, restore, diff or view below the floor is refused.
 
+` + remoteGCHelp + `
+
 ` + retentionHelp + "\n\n" + exitCodeHelp,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remote != "" || cmd.Flags().Changed("grace") {
+				if cmd.Flags().Changed("keep") {
+					return fmt.Errorf("%w: gc --remote takes no --keep (remote history follows 'reynfs forget --remote')", errUsage)
+				}
+				return runRemoteGC(cmd.Context(), o, dir, remote, grace, cmd.Flags().Changed("grace"), dry, asJSON)
+			}
 			if keep < 0 || (cmd.Flags().Changed("keep") && keep < 1) {
 				return fmt.Errorf("%w: gc --keep N needs N ≥ 1", errUsage)
 			}
@@ -62,6 +74,8 @@ after the oldest of them. A rewind, restore, diff or view below the floor is ref
 	}
 	cmd.Flags().IntVar(&keep, "keep", 0, "keep the newest N generations of the current path instead of the policy")
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would go, change nothing")
+	cmd.Flags().StringVar(&remote, "remote", "", "collect this remote (a remote name of this store, or a URL) instead of the store")
+	cmd.Flags().DurationVar(&grace, "grace", replica.DefaultGrace, "with --remote: how long a condemned pack or segment waits before a later run deletes it")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&dir, "dir", ".", "the project directory (or a path inside it)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")

@@ -18,6 +18,8 @@
 //	                                records first..last, written in epoch e
 //	ws/<name>/names/<hex of N>      a branch name N given to a seq
 //	                                (names.go); immutable, PutIfAbsent
+//	gc/state                        {"format":1,"gen":N}: remote GC's generation
+//	gc/condemned-<time>-<rand>.json what one GC run found dead (gc.go)
 //
 // A pack (pack.go) is a header ("RFSPACK1", kind: 't' inode objects, 'd'
 // file chunks and agent states), then its objects, each compressed on
@@ -57,8 +59,10 @@
 //     race re-reads HEAD: a higher epoch means it was deposed.
 //  4. Readers read HEAD first and then only what it covers.
 //  5. Nothing a HEAD reaches is deleted: remote GC marks from every
-//     workspace's HEAD, condemns in one pass and deletes in a later one
-//     after a grace period, re-marking first (gc.go).
+//     workspace's HEAD, condemns in one run and deletes in a later one
+//     after a grace period, re-marking first; a pushed object is never
+//     counted as held while a condemned list names its pack ("Remote
+//     GC" below; gc.go, gcmark.go, gcguard.go).
 //
 // # What the remote holds, known locally
 //
@@ -161,6 +165,76 @@
 // of it claims it in epoch 2 (a later clone's push is deposed).
 // A clone records every object the index files name as held (not their
 // subtrees), so a push from a fork's clone sends only what is new.
-// Not built: continuous replication, lazy clone, remote GC (invariant
-// 5 holds because nothing deletes), forks at targets other than a seq.
+// Not built: continuous replication, lazy clone, forks at targets
+// other than a seq.
+//
+// # Forget and the start of a workspace (forget.go)
+//
+// `forget --remote` keeps a workspace's history from a generation on: it
+// writes HEAD once, by PutIfMatch with the ETag read, refused while a
+// writer's lease is live (a push that takes it meanwhile makes the write
+// fail, and forget reads HEAD again). It raises the floor to the
+// generation's seq and sets "dropped" to every generation before it, so
+// gN names the same generation in a later clone; holder and epochs stay,
+// and a push keeps the higher floor and dropped count. Readers start at
+// HEAD's Start (head.go): 1, or, once generations were dropped, the
+// lower of the floor and the seq they were dropped below; below it a
+// writer kept only reset records and generation records its store no
+// longer counts, which no retained state needs. A fork reads its
+// parent's segments from its own Start, whatever the parent's floor is
+// now: forgetting a parent past a fork's point is allowed, and the
+// parent's segments and packs the fork reads stay live in GC's mark
+// (chosen over refusing the forget: no coordination between the two
+// workspaces' writers, and a fork made just before the forget is safe).
+//
+// # Remote GC (gc.go, gcmark.go, gcguard.go)
+//
+// Two phases, like git's cruft packs and kopia's GC by time margins, with
+// no exclusive lock. Every run first reads the condemned lists, then
+// marks: each index file, then each workspace's HEAD and the segments a
+// reader of it reads (segReader: the tiling from Start, a fork through
+// its parent up to its seq); live are those segments, every object
+// their records reach (chunks, agent states, the whole tree of each
+// Root record, walked from the tree packs, each read once), and for
+// each live object one pack holding it (one no pending list names, if
+// any). A mark that cannot read something or finds damage is an error:
+// nothing is deleted on a partial mark. Then, for each list older than
+// the grace (24 h by default; time is the server's, Backend.Now, never
+// the local clock): a pack or segment the fresh mark finds dead, and
+// not written again since the list (its key is named by its content, so
+// a push re-sending a condemned pack's objects in the same grouping
+// writes the same key: its mtime, as git's cruft packs use it), is
+// deleted, a pack's .idx before its .pack; what is live again is left
+// (un-condemned); the list is deleted last. Before a run deletes its
+// first pack it bumps gc/state's generation (compare-and-swap). Last,
+// what is dead and named by no pending list goes into a new list with
+// the server's time. Packs with some live objects stay (no repacking):
+// their dead bytes are reported, what a repack would free.
+//
+// Crash order: a run cut off before the bump, or between any two
+// deletions, leaves its list, and the next run finds the same things
+// dead and finishes; a .pack whose .idx is gone names nothing a reader
+// finds, and fsck --remote does not count one a list names as damage.
+//
+// Pushes and GC need both guards. (a) A push reads the condemned lists
+// at its start (gcguard.go, called first thing in PushWith) and never
+// counts an object of a condemned pack as held: it sends it again, in
+// a new pack; and while any list is pending it walks every tree it
+// sends whole (a tree root in a kept pack may have its subtree in a
+// condemned one). Without (a), a push that started after a list and
+// wrote HEAD after the deletion reaches deleted objects. (b) Deletion
+// re-marks first: a push that started before the list (it saw none)
+// and deduplicated against a pack the list then condemned wrote HEAD
+// before the deletion, and the fresh mark sees its records. Without
+// (b), that push's objects are deleted. What neither guard covers is a
+// push that started before a list and is still running when the grace
+// ends: the grace must exceed the longest push (24 h). The store's
+// record of what a remote holds goes stale when packs are deleted: a
+// push reads the lists first and then gc/state, and when the generation
+// differs from the one the store saw last ('R' 'g', local.go) it drops
+// that record and makes it again from the index files, less the
+// condemned packs' (a run deleting a list's packs bumps gc/state before,
+// so a push that finds the list gone finds the new generation).
+// Continuous replication must run the same guard before each batch it
+// ships (it is not built here yet).
 package replica

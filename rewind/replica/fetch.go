@@ -132,6 +132,11 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 		_, err := pullNames(ctx, b, loc, ws, h) // a name given since
 		return res, err
 	}
+	if start := h.Start(); start > got.Seq+1 {
+		// A forget (forget.go) dropped seqs this store never fetched:
+		// the records after them would replay over a gap.
+		return nil, fmt.Errorf("the remote keeps %s from seq %d on (forget --remote) and this store holds it only through seq %d: clone it again", ws, start, got.Seq)
+	}
 	recs, n, err := segmentRecords(ctx, b, ws, h, got.Seq+1)
 	if err != nil {
 		return nil, err

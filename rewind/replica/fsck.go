@@ -205,15 +205,18 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 		f.problem("%v", err)
 		return parent, nil
 	}
-	from := uint64(1)
+	from := h.Start()
 	if p := h.Parent; p != nil {
-		from = p.Seq + 1
+		from = max(from, p.Seq+1)
 		if _, err := f.b.Stat(f.ctx, HeadKey(p.WS)); errors.Is(err, objstore.ErrNotExist) {
 			f.problem("%s: its parent workspace %s has no HEAD", key, p.WS)
 		} else if err != nil {
 			return parent, err
 		} else {
 			parent = p.WS
+			if err := f.forkPart(ws, h); err != nil {
+				return parent, err
+			}
 		}
 	}
 	if err := f.names(ws, h); err != nil {
@@ -260,13 +263,16 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 		good = append(good, s)
 		decoded[s.key] = d
 	}
-	chain := cover(good, from, h.Seq)
+	chain := tile(good, from, h.Seq, false)
 	if chain == nil {
 		f.problem("%s: the sound segments of epochs %s do not tile seqs %d-%d that HEAD covers", segPrefix(ws), epochList(h), from, h.Seq)
 		return parent, nil
 	}
 	for _, s := range chain {
 		for _, r := range decoded[s.key].Records {
+			if r.Seq < from {
+				continue // a segment across a forgotten floor
+			}
 			f.r.Records++
 			f.note(r, fmt.Sprintf("%s seq %d", s.key, r.Seq))
 		}
@@ -295,6 +301,33 @@ func (f *fscker) names(ws string, h *Head) error {
 		}
 		return nil
 	})
+}
+
+// forkPart reads, as a clone of fork ws does, its parent's records from
+// the fork's Start through its seq (they may lie below the parent's own
+// Start after a forget of the parent, where the parent's check does not
+// look) and notes what they reach.
+func (f *fscker) forkPart(ws string, h *Head) error {
+	p := h.Parent
+	if h.Start() > p.Seq {
+		return nil
+	}
+	cut := *h
+	cut.Seq = p.Seq
+	rd := &segReader{ctx: f.ctx, b: f.b}
+	recs, err := rd.records(ws, &cut, h.Start(), p.Seq, 0)
+	f.r.Bytes += rd.bytes
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, objstore.ErrNotExist) {
+		f.problem("fork %s: its parent's seqs %d-%d: %v", ws, h.Start(), p.Seq, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		f.note(r, fmt.Sprintf("%s seq %d (fork %s)", p.WS, r.Seq, ws))
+	}
+	return nil
 }
 
 func epochList(h *Head) string {
@@ -348,8 +381,20 @@ func (f *fscker) indexes() error {
 	if err != nil {
 		return err
 	}
+	// A pack a condemned list names may have lost its index to a gc
+	// run cut off between the two deletions (gc.go): it is garbage.
+	lists, err := readCondemned(f.ctx, f.b)
+	if err != nil {
+		return err
+	}
+	condemned := map[string]bool{}
+	for _, l := range lists {
+		for _, id := range l.c.Packs {
+			condemned[id] = true
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(packs)) {
-		if _, ok := f.idx[id]; !ok {
+		if _, ok := f.idx[id]; !ok && !condemned[id] {
 			f.problem("%s: missing (%s has no index: a clone cannot find its objects)", IndexKey(id), PackKey(id))
 		}
 	}

@@ -97,6 +97,23 @@ type Parent struct {
 	Seq uint64 `json:"seq"`
 }
 
+// Start is the first seq a reader of the workspace reads: 1, or, once
+// generations were dropped, the lower of the floor and the seq they were
+// all dropped below. Below it the writer kept only reset records (and
+// generation records its store no longer counts), which no retained
+// state needs: a retained generation is its own base and the replay of
+// a retained seq starts at a generation at or past the floor. Start
+// never goes down (forget sets floor and dropped together; push keeps
+// the larger dropped count). Segments wholly below Start are read by no
+// reader of this workspace; a fork's reader reads its parent's from its
+// own Start, whatever the parent's is now.
+func (h *Head) Start() uint64 {
+	if h.Dropped == nil {
+		return 1
+	}
+	return max(1, min(h.Dropped.Below, h.Floor))
+}
+
 // Encode returns HEAD's canonical JSON.
 func (h *Head) Encode() []byte { return canonical(h) }
 

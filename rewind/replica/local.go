@@ -26,6 +26,8 @@ import (
 //	'R' 'f' id (16 B) ws            {"seq":N} the remote seq of ws this
 //	                                store holds: set by a clone and
 //	                                each fetch (fetch.go)
+//	'R' 'g' id (16 B)               the remote's gc generation (gc/state)
+//	                                at this store's last push (gcguard.go)
 //
 // id is the remote's id from reynfs-remote.json, so a remote made again
 // under the same URL starts with nothing known.
@@ -35,6 +37,7 @@ const (
 	remoteShipped  = 'h'
 	remoteHolds    = 'o'
 	remoteFetched  = 'f'
+	remoteGCGen    = 'g'
 	holdsData      = 1
 	holdsTree      = 2
 	maxRemoteNames = 64

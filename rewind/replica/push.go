@@ -83,6 +83,9 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 	if p.loc, err = newLocal(j, cfg); err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
+	if p.gc, err = readGCGuard(ctx, b, p.loc); err != nil { // remote GC (gcguard.go)
+		return nil, fmt.Errorf("push: %w", err)
+	}
 	if err := p.lease(); err != nil {
 		return nil, fmt.Errorf("push to %s#%s: %w", b, ws, err)
 	}
@@ -138,6 +141,7 @@ type pusher struct {
 	ws     string
 	o      Options
 	loc    local
+	gc     gcGuard
 	res    *PushResult
 	holder Holder
 	head   *Head
@@ -243,10 +247,12 @@ func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
 		return err
 	}
 	next := p.current()
-	next.Seq, next.Floor, next.Expires = last, min(floor, last+1), expiry(now, p.o.TTL)
+	// A forget (forget.go) may have raised the remote's floor and
+	// dropped count past the store's: they never go down.
+	next.Seq, next.Floor, next.Expires = last, max(next.Floor, min(floor, last+1)), expiry(now, p.o.TTL)
 	if n, below, err := rewind.DroppedGenerations(p.j); err != nil {
 		return err
-	} else if n > 0 {
+	} else if n > 0 && (next.Dropped == nil || n > next.Dropped.Gens) {
 		next.Dropped = &Dropped{Gens: n, Below: min(below, last+1)}
 	}
 	if err := p.writeHead(p.ctx, &next); err != nil {
@@ -291,6 +297,9 @@ func (p *pusher) addRecord(r *journal.Record) error {
 func (p *pusher) has(h cas.Hash, want byte) (bool, error) {
 	if p.sent[h]&want != 0 {
 		return true, nil
+	}
+	if p.gc.skip(h, want) {
+		return false, nil
 	}
 	bits, err := p.loc.holds(h)
 	return bits&want != 0, err

@@ -156,6 +156,7 @@ type segReader struct {
 	b        objstore.Backend
 	segments int
 	bytes    int64
+	keys     []string // the segments read, in order (gc's mark)
 }
 
 // records reads the records from..h.Seq of workspace ws, by h's epochs,
@@ -166,6 +167,12 @@ type segReader struct {
 // forks.
 func (rd *segReader) records(ws string, h *Head, from, covered uint64, depth int) ([]*journal.Record, error) {
 	var recs []*journal.Record
+	if depth == 0 {
+		// Below its own HEAD's Start nothing of ws is read; a fork
+		// reads its parent's segments from its own Start, whatever the
+		// parent's floor is now (gc keeps them: they are read).
+		from = max(from, h.Start())
+	}
 	if p := h.Parent; p != nil {
 		if from <= p.Seq {
 			if depth >= 64 {
@@ -205,20 +212,7 @@ func (rd *segReader) records(ws string, h *Head, from, covered uint64, depth int
 	if err != nil {
 		return nil, err
 	}
-	past := covered > h.Seq
-	chain := coverPast(segs, from, h.Seq, past)
-	for _, s := range segs { // a segment across from, then a tiling after it
-		if chain != nil {
-			break
-		}
-		if s.first < from {
-			if s.last >= h.Seq {
-				chain = []seg{s}
-			} else if rest := coverPast(segs, s.last+1, h.Seq, past); rest != nil {
-				chain = append([]seg{s}, rest...)
-			}
-		}
-	}
+	chain := tile(segs, from, h.Seq, covered > h.Seq)
 	if chain == nil {
 		return nil, fmt.Errorf("%w: the segments of %s do not cover seqs %d-%d that HEAD covers", ErrCorrupt, segPrefix(ws), from, h.Seq)
 	}
@@ -229,6 +223,7 @@ func (rd *segReader) records(ws string, h *Head, from, covered uint64, depth int
 		}
 		rd.bytes += int64(len(data))
 		rd.segments++
+		rd.keys = append(rd.keys, s.key)
 		d, err := DecodeSegment(ws, s.key, data)
 		if err != nil {
 			return nil, err
@@ -242,4 +237,24 @@ func (rd *segReader) records(ws string, h *Head, from, covered uint64, depth int
 		}
 	}
 	return recs, nil
+}
+
+// tile picks segments of segs tiling from..to (past: the last may run
+// past to); a segment may start before from (its earlier records are
+// left out), as after a forget whose floor falls inside one.
+func tile(segs []seg, from, to uint64, past bool) []seg {
+	chain := coverPast(segs, from, to, past)
+	for _, s := range segs { // a segment across from, then a tiling after it
+		if chain != nil {
+			break
+		}
+		if s.first < from {
+			if s.last >= to {
+				chain = []seg{s}
+			} else if rest := coverPast(segs, s.last+1, to, past); rest != nil {
+				chain = append([]seg{s}, rest...)
+			}
+		}
+	}
+	return chain
 }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
+	"github.com/reynfs/reynfs/rewind/replica"
+)
+
+type forgetOptions struct {
+	remoteOptions
+	remote, ws string
+}
+
+func newForgetCommand() *cobra.Command {
+	var o forgetOptions
+	cmd := &cobra.Command{
+		Use:   "forget --remote NAME [--ws WS] TARGET",
+		Short: "Make a remote keep a workspace's history only from a generation on",
+		Long: `Raise the floor of workspace WS on the remote NAME (a remote name of this store, or a
+URL) to the generation TARGET names (gN, or the seq of a generation): a clone from then on
+holds the history from that generation, and gN still names the same generation in it.
+Nothing is deleted here: 'reynfs gc --remote NAME' condemns what no workspace reaches any
+more and deletes it in a later run, after a grace period. A fork of WS keeps what it needs
+of WS's history. Refused while a writer holds the workspace's lease (a push running).
+WS is by default the project directory's base name.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runForget(cmd.Context(), o, args[0])
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().StringVar(&o.remote, "remote", "", "the remote: a name of this store's remotes, or a URL")
+	cmd.Flags().StringVar(&o.ws, "ws", "", "the workspace's name in the remote (default: the project directory's base name)")
+	return cmd
+}
+
+func runForget(ctx context.Context, o forgetOptions, target string) error {
+	if o.remote == "" {
+		return fmt.Errorf("%w: forget needs --remote NAME (local history follows 'reynfs retention')", errUsage)
+	}
+	ws := o.ws
+	if ws == "" {
+		abs, err := absPath(o.dir)
+		if err != nil {
+			return err
+		}
+		ws = filepath.Base(abs)
+	}
+	if err := replica.CheckName(ws); err != nil {
+		return fmt.Errorf("%w: workspace %v (--ws names it)", errUsage, err)
+	}
+	b, err := resolveRemote(ctx, o.storeOptions, o.dir, o.remote, "forget --remote")
+	if err != nil {
+		return err
+	}
+	res, err := replica.Forget(ctx, b, ws, target)
+	if errors.Is(err, replica.ErrTarget) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		return printJSON(res)
+	}
+	if !res.Changed {
+		termsafe.Printf("%s#%s keeps history from seq %d already (g%d is at seq %d)\n", res.Remote, res.WS, res.From, res.ID, res.Seq)
+		return nil
+	}
+	termsafe.Printf("%s#%s keeps history from g%d (seq %d): %d generations forgotten, floor %d (was %d); 'reynfs gc --remote' frees the space\n",
+		res.Remote, res.WS, res.ID, res.Seq, res.Generations, res.Floor, res.OldFloor)
+	return nil
+}

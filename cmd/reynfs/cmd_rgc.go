@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
+	"github.com/reynfs/reynfs/rewind/replica"
+)
+
+const remoteGCHelp = `With --remote NAME (a remote name of this store, or a URL), collect the remote instead:
+mark what every workspace's HEAD reaches (from its floor, through a fork's parent), write
+the packs and segments nothing reaches into a condemned list on the remote, and delete
+what an older list named once it is older than --grace (24h by default, by the server's
+clock) and still unreached. So a first run deletes nothing; run it again after the grace
+(cron does). A pack with some live objects stays: its dead bytes are reported. Pushes
+running meanwhile never lose an object ('reynfs forget --remote' moves a workspace's
+floor).`
+
+func runRemoteGC(ctx context.Context, o storeOptions, dir, remote string, grace time.Duration, graceSet, dry, asJSON bool) error {
+	if remote == "" {
+		return fmt.Errorf("%w: --grace goes with --remote NAME", errUsage)
+	}
+	if grace < 0 {
+		return fmt.Errorf("%w: --grace %s: want a duration ≥ 0", errUsage, grace)
+	}
+	if graceSet && grace == 0 {
+		grace = time.Nanosecond // "0": due at once (still a later run)
+	}
+	b, err := resolveRemote(ctx, o, dir, remote, "gc --remote")
+	if err != nil {
+		return err
+	}
+	var res *replica.GCResult
+	err = busy(!asJSON, "collecting "+b.String(), func() error {
+		res, err = replica.GC(ctx, b, replica.GCOptions{Grace: grace, DryRun: dry})
+		return err
+	})
+	if errors.Is(err, replica.ErrGC) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(res)
+	}
+	would := ""
+	if dry {
+		would = "would be "
+	}
+	termsafe.Printf("remote %s: %d workspaces marked (server time %s, grace %s)\n", res.Remote, res.Workspaces, res.Now.Format(time.RFC3339), res.Grace)
+	termsafe.Printf("%sdeleted: %s; %d un-condemned (reached again)\n", would, gcSet(res.Deleted), res.Revived)
+	termsafe.Printf("%scondemned: %s", would, gcSet(res.Condemned))
+	for _, l := range res.Lists {
+		termsafe.Printf(" in %s", l)
+	}
+	termsafe.Printf("\n")
+	if res.Pending.Packs+res.Pending.Segments > 0 {
+		termsafe.Printf("waiting for the grace: %s\n", gcSet(res.Pending))
+	}
+	termsafe.Printf("kept %d packs (%s) with live objects; %s in them is reached by nothing (what a repack would free)\n", res.Kept, human(res.KeptBytes), human(res.DeadBytes))
+	return nil
+}
+
+func gcSet(s replica.GCSet) string {
+	return fmt.Sprintf("%d packs (%s), %d segments (%s)", s.Packs, human(s.PackBytes), s.Segments, human(s.SegmentBytes))
+}
