@@ -12,16 +12,21 @@
 //
 //	reynfs-remote.json              {"format":1}; created If-None-Match: *
 //	packs/<id>.pack                 objects, immutable, id = BLAKE3 of the bytes
+//	                                (which begin with a random salt: no
+//	                                two packs share a name)
 //	packs/<id>.idx                  the pack's index: hash, offset, length
 //	ws/<name>/HEAD                  the workspace's head and lease (JSON)
-//	ws/<name>/seg/<e>-<first>-<last>.seg
+//	ws/<name>/seg/<e>-<first>-<last>-<salt>.seg
 //	                                records first..last, written in epoch e
+//	                                (salt: 16 random hex digits, so no
+//	                                two writes share a key; older keys
+//	                                have none)
 //	ws/<name>/names/<hex of N>      a branch name N given to a seq
 //	                                (names.go); immutable, PutIfAbsent
 //	gc/state                        {"format":1,"gen":N}: remote GC's generation
 //	gc/condemned-<time>-<rand>.json what one GC run found dead (gc.go)
 //
-// A pack (pack.go) is a header ("RFSPACK1", kind: 't' inode objects, 'd'
+// A pack (pack.go) is a header ("RFSPACK2", kind: 't' inode objects, 'd'
 // file chunks and agent states), then its objects, each compressed on
 // its own (zstd where that saves an eighth, else raw) so that one ranged
 // GET fetches one object, then the index: for each object its hash, kind
@@ -201,9 +206,11 @@
 // nothing is deleted on a partial mark. Then, for each list older than
 // the grace (24 h by default; time is the server's, Backend.Now, never
 // the local clock): a pack or segment the fresh mark finds dead, and
-// not written again since the list (its key is named by its content, so
-// a push re-sending a condemned pack's objects in the same grouping
-// writes the same key: its mtime, as git's cruft packs use it), is
+// not written again since the list (its mtime, as git's cruft packs use
+// it: a defence kept from before keys had salt; since, a push that sends
+// a condemned pack's objects or a condemned segment's records again
+// writes them under new keys, so no write can land between that check
+// and the delete), is
 // deleted, a pack's .idx before its .pack; what is live again is left
 // (un-condemned); the list is deleted last. Before a run deletes its
 // first pack it bumps gc/state's generation (compare-and-swap). Last,

@@ -2,8 +2,10 @@ package replica
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,10 +172,24 @@ func TestSegmentRoundTrip(t *testing.T) {
 			t.Errorf("EncodeSegment(%d, %d) took records 3, 4, 9", c.first, c.last)
 		}
 	}
-	for _, k := range []string{"ws/w/seg/1-02-10.seg", "ws/w/seg/1-2-10", "ws/w/seg/0-2-10.seg", "ws/w/seg/1-3-2.seg", "ws/v/seg/1-2-10.seg", "ws/w/seg/1-2-10-3.seg"} {
+	for _, k := range []string{"ws/w/seg/1-02-10.seg", "ws/w/seg/1-2-10", "ws/w/seg/0-2-10.seg", "ws/w/seg/1-3-2.seg", "ws/v/seg/1-2-10.seg", "ws/w/seg/1-2-10-3.seg",
+		"ws/w/seg/1-2-10-00112233445566.seg", "ws/w/seg/1-2-10-00112233445566AA.seg", "ws/w/seg/1-2-10-0011223344556677-1.seg"} {
 		if _, _, _, ok := ParseSegmentKey("w", k); ok {
 			t.Errorf("ParseSegmentKey took %q", k)
 		}
+	}
+	k1, err := saltedSegmentKey("w", 3, 2, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, _ := saltedSegmentKey("w", 3, 2, 10)
+	for _, k := range []string{k1, SegmentKey("w", 3, 2, 10)} {
+		if e, first, last, ok := ParseSegmentKey("w", k); !ok || e != 3 || first != 2 || last != 10 {
+			t.Errorf("ParseSegmentKey(%q) = %d, %d, %d, %v", k, e, first, last, ok)
+		}
+	}
+	if k1 == k2 {
+		t.Errorf("two writes of a segment share the key %s", k1)
 	}
 }
 
@@ -280,4 +296,66 @@ func FuzzDecodeHead(f *testing.F) {
 			t.Fatal("DecodeHead took a non-canonical HEAD")
 		}
 	})
+}
+
+// buildPackV1 builds a pack as reynfs wrote them before packs had salt
+// (RFSPACK1, RFSIDX01, objects from offset 9), raw objects only.
+func buildPackV1(kind byte, blobs []cas.Blob) (pack []byte, id string) {
+	x := &Index{Kind: kind, V1: true}
+	pack = append([]byte(packMagicV1), kind)
+	for _, b := range blobs { // sorted by the caller
+		x.Entries = append(x.Entries, IndexEntry{Hash: b.Hash, Off: uint64(len(pack)), Stored: uint32(len(b.Data)), Raw: uint32(len(b.Data))})
+		pack = append(pack, b.Data...)
+	}
+	x.DataSum = cas.Sum(pack)
+	idx := encodeIndex(x)
+	pack = append(pack, idx...)
+	pack = binary.BigEndian.AppendUint32(pack, uint32(len(idx)))
+	return pack, cas.Sum(pack).String()
+}
+
+// TestPackSaltAndV1: two packs of the same objects have different names
+// (the salt: a re-sent condemned pack never takes the key remote GC
+// deletes), and a pack written before the salt still opens, with its
+// objects and its index file decoded.
+func TestPackSaltAndV1(t *testing.T) {
+	blobs := []cas.Blob{}
+	for i := range 3 {
+		d := []byte(strings.Repeat(string(rune('a'+i)), 100+i))
+		blobs = append(blobs, cas.Blob{Hash: cas.Sum(d), Data: d})
+	}
+	slices.SortFunc(blobs, func(a, b cas.Blob) int { return bytes.Compare(a.Hash[:], b.Hash[:]) })
+	p1, _, id1, err := BuildPack(KindData, blobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, id2, err := BuildPack(KindData, blobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id1 == id2 {
+		t.Fatalf("two packs of the same objects are both named %s", id1)
+	}
+	if x, err := OpenPack(id1, p1); err != nil || x.V1 || len(x.Entries) != 3 || x.Entries[0].Off != uint64(packHeader) {
+		t.Fatalf("OpenPack of a salted pack: %+v, %v", x, err)
+	}
+	old, id := buildPackV1(KindData, blobs)
+	x, err := OpenPack(id, old)
+	if err != nil || !x.V1 || x.Entries[0].Off != uint64(packHeaderV1) {
+		t.Fatalf("OpenPack of a pack without salt: %+v, %v", x, err)
+	}
+	got, err := PackObjects(id, old, x)
+	if err != nil || len(got) != 3 || !bytes.Equal(got[2].Data, blobs[2].Data) {
+		t.Fatalf("objects of a pack without salt: %v", err)
+	}
+	n := binary.BigEndian.Uint32(old[len(old)-4:])
+	if _, err := DecodeIndex("packs/x.idx", old[len(old)-4-int(n):len(old)-4]); err != nil {
+		t.Fatalf("index file of a pack without salt: %v", err)
+	}
+	// A V1 index does not describe a salted pack.
+	idx := old[len(old)-4-int(n) : len(old)-4]
+	forged := append(append(slices.Clone(p1[:len(p1)-4-int(binary.BigEndian.Uint32(p1[len(p1)-4:]))]), idx...), old[len(old)-4:]...)
+	if _, err := OpenPack(cas.Sum(forged).String(), forged); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a salted pack with an unsalted index = %v, want ErrCorrupt", err)
+	}
 }

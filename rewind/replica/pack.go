@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,12 +32,18 @@ const (
 
 // The pack format:
 //
-//	"RFSPACK1" kind(1) object... index idxlen(4, BE)
+//	"RFSPACK2" kind(1) salt(16) object... index idxlen(4, BE)
 //
 // and the index (also stored alone as packs/<id>.idx):
 //
-//	"RFSIDX01" kind(1) count(4, BE) entry... datasum(32) selfsum(32)
+//	"RFSIDX02" kind(1) count(4, BE) entry... datasum(32) selfsum(32)
 //	entry: hash(32) comp(1) offset(8, BE) stored(4, BE) raw(4, BE)
+//
+// The salt is random, so no two packs share a name even when they hold
+// the same objects: a push that sends again the objects of a pack remote
+// GC condemned (gcguard.go) never writes under the key GC deletes. Packs
+// written before the salt ("RFSPACK1", index "RFSIDX01": no salt, the
+// objects from offset 9) are read as well.
 //
 // Entries are sorted by hash, unique, and the objects are stored in that
 // order, so offsets run contiguously from the header on. datasum is the
@@ -44,10 +51,15 @@ const (
 // selfsum the BLAKE3 of the index's bytes before it. A zstd object must
 // be at least an eighth smaller than raw; a raw one is stored as is.
 const (
-	packMagic  = "RFSPACK1"
-	idxMagic   = "RFSIDX01"
-	packHeader = len(packMagic) + 1
-	idxHeader  = len(idxMagic) + 1 + 4
+	packMagic   = "RFSPACK2"
+	packMagicV1 = "RFSPACK1"
+	idxMagic    = "RFSIDX02"
+	idxMagicV1  = "RFSIDX01"
+	saltLen     = 16
+	packHeader  = len(packMagic) + 1 + saltLen
+	// packHeaderV1: a pack without salt.
+	packHeaderV1 = len(packMagicV1) + 1
+	idxHeader    = len(idxMagic) + 1 + 4
 	entrySize  = 32 + 1 + 8 + 4 + 4
 	idxTrailer = 64
 	maxObject  = 1<<32 - 1
@@ -67,6 +79,16 @@ type Index struct {
 	Kind    byte
 	Entries []IndexEntry
 	DataSum cas.Hash
+	// V1: the index of a pack without salt (RFSPACK1).
+	V1 bool
+}
+
+// header is the size of its pack's header: where the objects start.
+func (x *Index) header() uint64 {
+	if x.V1 {
+		return uint64(packHeaderV1)
+	}
+	return uint64(packHeader)
 }
 
 // Find returns the entry of h.
@@ -116,6 +138,11 @@ func BuildPack(kind byte, blobs []cas.Blob) (pack, idx []byte, id string, err er
 	x := &Index{Kind: kind, Entries: make([]IndexEntry, 0, len(sorted))}
 	pack = append(make([]byte, 0, 1<<20), packMagic...)
 	pack = append(pack, kind)
+	var salt [saltLen]byte
+	if _, err := rand.Read(salt[:]); err != nil {
+		return nil, nil, "", fmt.Errorf("build pack: %w", err)
+	}
+	pack = append(pack, salt[:]...)
 	for _, b := range sorted {
 		if len(b.Data) > maxObject {
 			return nil, nil, "", fmt.Errorf("build pack: object %s is %d bytes", b.Hash, len(b.Data))
@@ -140,7 +167,11 @@ func BuildPack(kind byte, blobs []cas.Blob) (pack, idx []byte, id string, err er
 
 func encodeIndex(x *Index) []byte {
 	b := make([]byte, 0, idxHeader+len(x.Entries)*entrySize+idxTrailer)
-	b = append(b, idxMagic...)
+	if x.V1 {
+		b = append(b, idxMagicV1...)
+	} else {
+		b = append(b, idxMagic...)
+	}
 	b = append(b, x.Kind)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(x.Entries)))
 	for _, e := range x.Entries {
@@ -161,13 +192,13 @@ func DecodeIndex(key string, b []byte) (*Index, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %w: index %s", key, ErrCorrupt, fmt.Sprintf(format, args...))
 	}
-	if len(b) < idxHeader+idxTrailer || string(b[:len(idxMagic)]) != idxMagic {
+	if len(b) < idxHeader+idxTrailer || string(b[:len(idxMagic)]) != idxMagic && string(b[:len(idxMagic)]) != idxMagicV1 {
 		return nil, bad("header missing")
 	}
 	if self := cas.Sum(b[:len(b)-32]); !bytes.Equal(self[:], b[len(b)-32:]) {
 		return nil, bad("checksum mismatch")
 	}
-	x := &Index{Kind: b[len(idxMagic)]}
+	x := &Index{Kind: b[len(idxMagic)], V1: string(b[:len(idxMagic)]) == idxMagicV1}
 	if x.Kind != KindTree && x.Kind != KindData {
 		return nil, bad("kind %q", x.Kind)
 	}
@@ -175,7 +206,7 @@ func DecodeIndex(key string, b []byte) (*Index, error) {
 	if len(b) != idxHeader+n*entrySize+idxTrailer || n > (len(b)-idxHeader)/entrySize {
 		return nil, bad("%d entries in %d bytes", n, len(b))
 	}
-	off := uint64(packHeader)
+	off := x.header()
 	x.Entries = make([]IndexEntry, n)
 	for i := range n {
 		p := b[idxHeader+i*entrySize:]
@@ -206,7 +237,7 @@ func DecodeIndex(key string, b []byte) (*Index, error) {
 // dataEnd is where the objects end: where the index starts in the pack.
 func (x *Index) dataEnd() uint64 {
 	if len(x.Entries) == 0 {
-		return uint64(packHeader)
+		return x.header()
 	}
 	e := x.Entries[len(x.Entries)-1]
 	return e.Off + uint64(e.Stored)
@@ -220,11 +251,16 @@ func OpenPack(id string, pack []byte) (*Index, error) {
 	if cas.Sum(pack).String() != id {
 		return nil, fmt.Errorf("%s: %w: bytes do not hash to the pack's name", key, ErrCorrupt)
 	}
-	if len(pack) < packHeader+4 || string(pack[:len(packMagic)]) != packMagic {
+	v1 := len(pack) >= packHeaderV1 && string(pack[:len(packMagicV1)]) == packMagicV1
+	head := packHeader
+	if v1 {
+		head = packHeaderV1
+	}
+	if len(pack) < head+4 || !v1 && string(pack[:len(packMagic)]) != packMagic {
 		return nil, fmt.Errorf("%s: %w: header missing", key, ErrCorrupt)
 	}
 	n := uint64(binary.BigEndian.Uint32(pack[len(pack)-4:]))
-	if n > uint64(len(pack)-packHeader-4) {
+	if n > uint64(len(pack)-head-4) {
 		return nil, fmt.Errorf("%s: %w: index of %d bytes in %d", key, ErrCorrupt, n, len(pack))
 	}
 	start := uint64(len(pack)-4) - n
@@ -232,7 +268,7 @@ func OpenPack(id string, pack []byte) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if x.Kind != pack[len(packMagic)] || x.dataEnd() != start || cas.Sum(pack[:start]) != x.DataSum {
+	if x.V1 != v1 || x.Kind != pack[len(packMagic)] || x.dataEnd() != start || cas.Sum(pack[:start]) != x.DataSum {
 		return nil, fmt.Errorf("%s: %w: index does not describe the pack", key, ErrCorrupt)
 	}
 	return x, nil

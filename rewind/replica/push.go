@@ -232,7 +232,11 @@ func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
 		return err
 	}
 	cur := p.current()
-	if err := p.b.Put(p.ctx, SegmentKey(p.ws, cur.EpochOf(first), first, last), seg); err != nil {
+	key, err := saltedSegmentKey(p.ws, cur.EpochOf(first), first, last)
+	if err != nil {
+		return err
+	}
+	if err := p.b.Put(p.ctx, key, seg); err != nil {
 		return err
 	}
 	p.res.Segments++

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"strconv"
@@ -35,15 +36,30 @@ type Segment struct {
 // Key is the segment's key in workspace ws.
 func (s *Segment) Key(ws string) string { return SegmentKey(ws, s.Epoch, s.First, s.Last) }
 
-// SegmentKey names the segment of epoch e with seqs first..last of ws.
+// SegmentKey names the segment of epoch e with seqs first..last of ws
+// as reynfs wrote them before segment keys had salt (see saltedKey).
 func SegmentKey(ws string, e, first, last uint64) string {
 	return fmt.Sprintf("%s%d-%d-%d.seg", segPrefix(ws), e, first, last)
+}
+
+// saltedSegmentKey is the key a push writes a segment under: SegmentKey
+// with 8 random bytes (hex) before ".seg", so that no two writes of a
+// segment share a key. A push that sends again the records of a segment
+// remote GC condemned (left past HEAD by a push cut off) never writes
+// under the key GC deletes; readers take either form (ParseSegmentKey).
+func saltedSegmentKey(ws string, e, first, last uint64) (string, error) {
+	var salt [8]byte
+	if _, err := rand.Read(salt[:]); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s%d-%d-%d-%x.seg", segPrefix(ws), e, first, last, salt), nil
 }
 
 func segPrefix(ws string) string { return "ws/" + ws + "/seg/" }
 
 // ParseSegmentKey reads epoch, first and last from a segment key of ws
-// (decimal, no leading zeros, first ≤ last).
+// (decimal, no leading zeros, first ≤ last; then, in a key written since
+// segments have salt, 16 lower-case hex digits).
 func ParseSegmentKey(ws, key string) (e, first, last uint64, ok bool) {
 	rest, found := strings.CutPrefix(key, segPrefix(ws))
 	if !found {
@@ -51,6 +67,13 @@ func ParseSegmentKey(ws, key string) (e, first, last uint64, ok bool) {
 	}
 	rest, found = strings.CutSuffix(rest, ".seg")
 	parts := strings.Split(rest, "-")
+	if len(parts) == 4 {
+		salt := parts[3]
+		if len(salt) != 16 || strings.Trim(salt, "0123456789abcdef") != "" {
+			return 0, 0, 0, false
+		}
+		parts = parts[:3]
+	}
 	if !found || len(parts) != 3 {
 		return 0, 0, 0, false
 	}
