@@ -21,7 +21,7 @@ var methods = []struct {
 	{StatusParams{}, &StatusResult{}},
 	{StoreStatusParams{}, &StatusResult{}},
 	{CheckpointParams{}, &CheckpointResult{}},
-	{UnmountParams{}, &EmptyResult{}},
+	{UnmountParams{}, &UnmountResult{}},
 	{LogParams{}, &LogReply{}},
 	{DiffParams{}, &DiffResult{}},
 	{ShowParams{}, &ShowResult{}},
@@ -45,6 +45,8 @@ var methods = []struct {
 	{BranchNameParams{}, &BranchNameResult{}},
 	{CheckoutParams{}, &RewindResult{}},
 	{VersionParams{}, &VersionResult{}},
+	{PushParams{}, &PushResult{}},
+	{SyncParams{}, &SyncResult{}},
 }
 
 // outputs are the objects CLI commands print under --json that no method
