@@ -52,6 +52,9 @@ func (s *Shipper) Status() ShipStatus {
 	}
 	s.mu.Unlock()
 	if durable > st.Shipped {
+		if st.State == ShipIdle {
+			st.State = ShipShipping // due at the next tick: not idle
+		}
 		st.LagRecords = durable - st.Shipped
 		if t, ok := s.oldestAfter(st.Shipped, durable); ok {
 			st.LagSeconds = max(0, time.Since(t).Seconds())

@@ -252,6 +252,10 @@ func (d *Daemon) continuousFor(name string) *replica.Shipper {
 
 // Push pushes the mounted workspace (see api.PushParams).
 func (d *Daemon) Push(ctx context.Context, p api.PushParams) (*api.PushInfo, error) {
+	return d.push(ctx, p)
+}
+
+func (d *Daemon) push(ctx context.Context, p api.PushParams) (*api.PushInfo, error) {
 	name, url, err := d.remoteFor(p.Remote)
 	if err != nil {
 		return nil, err
@@ -266,7 +270,7 @@ func (d *Daemon) Push(ctx context.Context, p api.PushParams) (*api.PushInfo, err
 			return nil, fmt.Errorf("%w: push --ws %s: the continuous sync to %s writes workspace %s", ErrUsage, p.WS, name, ws)
 		}
 		if err := sh.Wait(ctx, target); err != nil {
-			return nil, fmt.Errorf("push to %s: %w", name, err)
+			return nil, fmt.Errorf("remote %s: %w", name, err)
 		}
 		st := sh.Status()
 		return &api.PushInfo{Remote: url, WS: ws, Through: st.Shipped, Continuous: true}, nil
@@ -308,12 +312,12 @@ func (d *Daemon) Sync(ctx context.Context, p api.SyncParams) (*api.SyncResult, e
 	if err != nil {
 		return nil, err
 	}
-	info, err := d.Push(ctx, api.PushParams{Remote: name})
+	info, err := d.push(ctx, api.PushParams{Remote: name})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("sync %s: the remote does not hold seq %d: %w", name, target, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("sync %s: %w", name, err)
+		return nil, fmt.Errorf("sync: %w", err)
 	}
 	return &api.SyncResult{Remote: name, URL: info.Remote, WS: info.WS, Seq: target, Shipped: info.Through, Took: time.Since(start)}, nil
 }
