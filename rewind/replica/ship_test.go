@@ -215,32 +215,82 @@ func TestShipperFsyncIgnoresPausedRemote(t *testing.T) {
 	waitShipped(t, sh, s.j.Durable())
 }
 
-// TestShipperDeposed: a takeover (a newer epoch in HEAD by another
-// store) stops the shipper with the reason; it does not retry.
+// partitioned is a backend the test can cut off from the shipper alone
+// (another client of the same fake still reaches it).
+type partitioned struct {
+	objstore.Backend
+	cut atomic.Bool
+}
+
+func (p *partitioned) check() error {
+	if p.cut.Load() {
+		return errors.New("network unreachable")
+	}
+	return nil
+}
+
+func (p *partitioned) Get(ctx context.Context, key string) ([]byte, objstore.Info, error) {
+	if err := p.check(); err != nil {
+		return nil, objstore.Info{}, err
+	}
+	return p.Backend.Get(ctx, key)
+}
+
+func (p *partitioned) Put(ctx context.Context, key string, data []byte) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	return p.Backend.Put(ctx, key, data)
+}
+
+func (p *partitioned) PutIfAbsent(ctx context.Context, key string, data []byte) (objstore.Info, error) {
+	if err := p.check(); err != nil {
+		return objstore.Info{}, err
+	}
+	return p.Backend.PutIfAbsent(ctx, key, data)
+}
+
+func (p *partitioned) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (objstore.Info, error) {
+	if err := p.check(); err != nil {
+		return objstore.Info{}, err
+	}
+	return p.Backend.PutIfMatch(ctx, key, data, etag)
+}
+
+func (p *partitioned) Now(ctx context.Context) (time.Time, error) {
+	if err := p.check(); err != nil {
+		return time.Time{}, err
+	}
+	return p.Backend.Now(ctx)
+}
+
+// TestShipperDeposed: the shipper is cut off from the remote until its
+// lease expires, another machine takes the workspace over (Take, as
+// clone --take), and the network comes back: the shipper sees the newer
+// epoch and stops as deposed, with the reason, and writes nothing more.
 func TestShipperDeposed(t *testing.T) {
 	s := newSource(t)
 	b := objstorefake.New("deposed")
-	sh := startShipper(t, s, b, ShipOptions{})
+	p := &partitioned{Backend: b}
+	sh := startShipper(t, s, p, ShipOptions{Options: Options{TTL: 2 * time.Second},
+		MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	s.write(t, "a.txt", []byte("one"))
 	s.sync(t)
 	waitShipped(t, sh, s.j.Durable())
-	// Another machine takes over (as clone --take would, after expiry).
-	ctx := context.Background()
-	data, info, err := b.Get(ctx, HeadKey("ws"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := DecodeHead(HeadKey("ws"), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Epochs = append(h.Epochs, Epoch{Epoch: 2, First: h.Seq + 1})
-	h.Holder = Holder{Host: "elsewhere", Pid: 1, Store: "other-store"}
-	if _, err := b.PutIfMatch(ctx, HeadKey("ws"), h.Encode(), info.ETag); err != nil {
-		t.Fatal(err)
-	}
-	s.write(t, "b.txt", []byte("two"))
+	p.cut.Store(true)
+	s.write(t, "b.txt", []byte("two, never shipped"))
 	s.sync(t)
+	waitState(t, sh, ShipBackoff)
+	ctx := context.Background()
+	res, err := Take(ctx, b, "ws", filepath.Join(t.TempDir(), "taker"), TakeOptions{Poll: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Epoch != 2 {
+		t.Fatalf("take: %+v, want epoch 2", res)
+	}
+	n := b.Count(objstorefake.OpPutIfMatch)
+	p.cut.Store(false)
 	st := waitState(t, sh, ShipStopped)
 	if !strings.Contains(st.Reason, "deposed") {
 		t.Fatalf("stopped for %q, want deposed", st.Reason)
@@ -248,10 +298,12 @@ func TestShipperDeposed(t *testing.T) {
 	if err := sh.Wait(ctx, s.j.Durable()); !errors.Is(err, ErrShipStopped) {
 		t.Fatalf("wait on a stopped shipper: %v", err)
 	}
-	n := b.Count(objstorefake.OpPutIfMatch)
 	time.Sleep(1500 * time.Millisecond)
-	if b.Count(objstorefake.OpPutIfMatch) != n {
-		t.Fatal("a deposed shipper kept writing HEAD")
+	if m := b.Count(objstorefake.OpPutIfMatch); m != n {
+		t.Fatalf("a deposed shipper wrote HEAD %d times", m-n)
+	}
+	if h, _ := readHead(t, b, "ws"); h.Epoch() != 2 || h.Seq != res.Head {
+		t.Fatalf("HEAD after the deposed shipper came back: epoch %d seq %d; want the taker's, %d", h.Epoch(), h.Seq, res.Head)
 	}
 }
 

@@ -154,6 +154,19 @@ func TestSyncMounted(t *testing.T) {
 	if st := syncStatus(t, m); len(st.Remotes) != 1 || st.Remotes[0].Mode != "manual" || st.Remotes[0].Shipped == 0 {
 		t.Fatalf("--sync manual: %+v", st.Remotes)
 	}
+	// Without a continuous sync, push and sync through the daemon push
+	// from the live journal.
+	fsyncWrite(t, filepath.Join(m.Dir, "a.txt"), []byte("pushed while mounted\n"))
+	if res := m.Run("push", "--dir", m.Dir); res.Code != 0 || !strings.Contains(res.Stdout, "pushed seqs") {
+		t.Fatalf("mounted push: exit %d: %s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	writeFile(t, filepath.Join(m.Dir, "c.txt"), []byte("not fsynced; sync makes it durable\n"), 0o644)
+	if res := m.Run("sync", "origin", "--dir", m.Dir, "--json"); res.Code != 0 {
+		t.Fatalf("mounted sync without a continuous sync: exit %d: %s", res.Code, res.Stderr)
+	}
+	if st := syncStatus(t, m); st.Remotes[0].Shipped != st.HeadSeq {
+		t.Fatalf("after sync the remote holds %d of %d", st.Remotes[0].Shipped, st.HeadSeq)
+	}
 	m.Unmount()
 
 	clone := filepath.Join(t.TempDir(), "copy")
@@ -161,7 +174,7 @@ func TestSyncMounted(t *testing.T) {
 	if res := runReynfs(cenv, "clone", url+"#proj", clone); res.Code != 0 {
 		t.Fatalf("clone: exit %d: %s", res.Code, res.Stderr)
 	}
-	for _, name := range []string{"README", "a.txt", "b.txt"} {
+	for _, name := range []string{"README", "a.txt", "b.txt", "c.txt"} {
 		want, err := os.ReadFile(filepath.Join(m.Dir, name))
 		if err != nil {
 			t.Fatal(err)
