@@ -78,6 +78,12 @@ store remembers that name, so later mounts need the flag only to change it.
 --private-history keeps the views to the mount's owner and root; the store
 remembers it too, until a mount with --private-history=false turns it off.
 
+--sync continuous replicates the workspace to a remote while it is mounted (--remote
+NAME; default origin, or the store's only remote): every second the new durable
+records go to the remote, and 'reynfs status' shows how far behind it is. The store
+remembers it for later mounts until --sync manual. Unmount waits up to --sync-drain
+for the rest to ship. The daemon keeps this command's environment (AWS credentials).
+
 ` + exitCodeHelp,
 		Args:        usageArgs(cobra.ExactArgs(1)),
 		Annotations: map[string]string{annotationCleansUp: "yes"},
