@@ -339,3 +339,22 @@ func TestShipperStopBounded(t *testing.T) {
 		t.Fatalf("stop did not ship the rest: %v %+v", err, st)
 	}
 }
+
+// TestShipperRenewsIdle: with nothing to ship, the shipper still renews
+// its lease (HEAD's expiry moves on and stays ahead of the server's now).
+func TestShipperRenewsIdle(t *testing.T) {
+	s := newSource(t)
+	b := objstorefake.New("idle")
+	sh := startShipper(t, s, b, ShipOptions{Options: Options{TTL: time.Second}})
+	waitState(t, sh, ShipIdle)
+	first, _ := readHead(t, b, "ws")
+	time.Sleep(2500 * time.Millisecond) // 2.5 TTLs
+	h, _ := readHead(t, b, "ws")
+	now, _ := b.Now(context.Background())
+	if !h.Expires.After(first.Expires) || !h.Expires.After(now) {
+		t.Fatalf("idle lease not renewed: expires %s (first %s), now %s", h.Expires, first.Expires, now)
+	}
+	if st := sh.Status(); st.State != ShipIdle || h.Seq != st.Shipped {
+		t.Fatalf("idle shipper: %+v, HEAD seq %d", st, h.Seq)
+	}
+}
