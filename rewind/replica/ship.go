@@ -382,10 +382,12 @@ func (s *Shipper) Stop(ctx context.Context) (ShipStatus, error) {
 func (s *Shipper) Done() <-chan struct{} { return s.done }
 
 // Wait blocks until the remote holds seq (HEAD covers it). It fails when
-// ctx ends, the shipper stops, or it is backing off after failures (the
-// remote is down: the caller says so rather than hang).
+// ctx ends, the shipper stops, or, backing off after failures, a try it
+// makes at once fails too (the remote is down: the caller says so
+// rather than hang).
 func (s *Shipper) Wait(ctx context.Context, seq uint64) error {
-	s.Kick()
+	s.Kick() // a backing-off shipper tries again now, not at its timer
+	retried := false
 	for {
 		s.mu.Lock()
 		shipped, state, ch := s.shipped, s.state, s.changed
@@ -396,8 +398,10 @@ func (s *Shipper) Wait(ctx context.Context, seq uint64) error {
 			return nil
 		case state == ShipStopped:
 			return fmt.Errorf("%w at seq %d: %v", ErrShipStopped, shipped, reason)
-		case state == ShipBackoff:
+		case state == ShipBackoff && retried:
 			return fmt.Errorf("%w: %s holds seqs through %d of %d: %v", ErrRemoteDown, s.b.String(), shipped, seq, lastErr)
+		case state == ShipBackoff:
+			retried = true // the kick's try ends with a change of state
 		}
 		select {
 		case <-ch:

@@ -358,3 +358,29 @@ func TestShipperRenewsIdle(t *testing.T) {
 		t.Fatalf("idle shipper: %+v, HEAD seq %d", st, h.Seq)
 	}
 }
+
+// TestShipperWaitAfterOutage: once the remote answers again, a Wait
+// (sync) ships at once rather than at the end of a long backoff.
+func TestShipperWaitAfterOutage(t *testing.T) {
+	s := newSource(t)
+	b := objstorefake.New("outage")
+	var down atomic.Bool
+	b.SetHook(func(objstorefake.Op, string) error {
+		if down.Load() {
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	sh := startShipper(t, s, b, ShipOptions{MinBackoff: time.Minute, MaxBackoff: time.Minute})
+	waitState(t, sh, ShipIdle)
+	down.Store(true)
+	s.write(t, "a.txt", []byte("during the outage"))
+	s.sync(t)
+	waitState(t, sh, ShipBackoff)
+	down.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sh.Wait(ctx, s.j.Durable()); err != nil {
+		t.Fatalf("wait after the outage: %v", err)
+	}
+}
