@@ -200,6 +200,20 @@ func TestSyncMounted(t *testing.T) {
 			m.Unmount()
 		}
 	}
+	// Removing the remote ends a remembered sync, with a warning.
+	m.mountWith("--sync", "continuous")
+	m.Unmount()
+	if r := m.Run("remote", "remove", "origin", "--dir", m.Dir, "--store", m.Store); r.Code != 0 {
+		t.Fatalf("remote remove: exit %d: %s", r.Code, r.Stderr)
+	}
+	res := m.Run("mount", m.Dir, "--store", m.Store)
+	if res.Code != 0 || !strings.Contains(res.Stderr, "remote origin was removed: syncing is off") {
+		t.Fatalf("mount after remote remove: exit %d: %q", res.Code, res.Stderr)
+	}
+	m.pid = m.Pid()
+	if st := syncStatus(t, m); len(st.Remotes) != 0 {
+		t.Fatalf("remotes after remote remove: %+v", st.Remotes)
+	}
 }
 
 // TestSyncRetention: while the remote is gone, gc keeps the records it

@@ -145,6 +145,15 @@ func (d *Daemon) prepareSync() (*syncer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := rs[c.Remote]; !ok && d.cfg.Sync == "" && d.cfg.SyncRemote == "" && c.Remote != "" {
+		// The remembered sync's remote was removed ('reynfs remote
+		// remove'): the sync ends with it, said once.
+		if d.cfg.Warn != nil {
+			d.cfg.Warn(fmt.Sprintf("the continuous sync's remote %s was removed: syncing is off ('reynfs mount --sync continuous --remote NAME' turns it on)", c.Remote))
+		}
+		d.log.Warn().Str("remote", c.Remote).Msg("sync: the remote was removed; continuous sync off")
+		return nil, d.j.SetMeta(metaSync, nil)
+	}
 	if c.Remote, err = PickRemote(rs, c.Remote); err != nil {
 		return nil, fmt.Errorf("--sync continuous: %w ('reynfs mount --sync manual' turns the sync off)", err)
 	}
