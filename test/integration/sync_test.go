@@ -348,6 +348,12 @@ func TestSyncKill9(t *testing.T) {
 	if last < 0 || lag > 2500*time.Millisecond {
 		t.Fatalf("the remote lags the last acknowledged write by %s (%d of %d files): more than the shipper's 1 s period and a ship", lag, last+1, n)
 	}
+	// The store mounted again on this host takes its dead daemon's
+	// unexpired lease back and ships the rest.
+	m.Mount()
+	if res := m.Run("sync", "--dir", m.Dir, "--timeout", "60s"); res.Code != 0 {
+		t.Fatalf("sync after the restart: exit %d: %s\nlog:\n%s", res.Code, res.Stderr, m.LogTail(10))
+	}
 }
 
 // TestSyncVersity: a continuous sync to an S3 server (versity gateway)
