@@ -104,3 +104,10 @@ type UnmountResult struct {
 	Reply
 	Warnings []string `json:"warnings,omitempty"`
 }
+
+// CheckpointSyncInfo is what `reynfs checkpoint --wait-remote --json`
+// prints: the generation cut, then the sync that waited for it.
+type CheckpointSyncInfo struct {
+	CheckpointResult
+	Sync *SyncResult `json:"sync"`
+}

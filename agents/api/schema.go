@@ -60,6 +60,7 @@ var outputs = []struct {
 	{"cli.mount", MountInfo{}},
 	{"cli.export", ExportInfo{}},
 	{"cli.integrate", IntegrateInfo{}},
+	{"cli.checkpoint_sync", CheckpointSyncInfo{}},
 }
 
 // Schema is the JSON schema of the protocol, generated from the Go types:

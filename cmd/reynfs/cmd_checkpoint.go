@@ -57,10 +57,7 @@ holds it, as 'reynfs sync' does; the generation stays cut if that fails.
 				return fmt.Errorf("checkpoint g%d cut, but %w", resp.Generation.ID, err)
 			}
 			if asJSON {
-				return printJSON(struct {
-					api.CheckpointResult
-					Sync *api.SyncResult `json:"sync"`
-				}{resp, r})
+				return printJSON(api.CheckpointSyncInfo{CheckpointResult: resp, Sync: r})
 			}
 			termsafe.Printf("%s holds it (seq %d)\n", r.Remote, r.Shipped)
 			return nil
