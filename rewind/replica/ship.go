@@ -129,7 +129,7 @@ func (s *Shipper) Kick() {
 func (s *Shipper) set(state string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prev, prevErr := s.state, s.lastErr
+	prev := s.state
 	if state != s.state {
 		s.since = time.Now()
 	}
@@ -144,11 +144,11 @@ func (s *Shipper) set(state string, err error) {
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
-	// One line per change of state (a backoff's error changing counts),
-	// never per try.
+	// One line per change of state, never per try (Status has the
+	// last error).
 	l := s.o.Log
 	switch {
-	case state == ShipBackoff && (prev != ShipBackoff || errText(prevErr) != errText(err)):
+	case state == ShipBackoff && prev != ShipBackoff:
 		l.Warn().Str("remote", s.b.String()).Str("ws", s.ws).Err(err).Msg("sync: remote failing, backing off (records kept)")
 	case state == ShipStopped && prev != ShipStopped:
 		ev := l.Info()
@@ -161,13 +161,6 @@ func (s *Shipper) set(state string, err error) {
 	case prev == ShipStarting && state == ShipIdle || prev == ShipStarting && state == ShipShipping:
 		l.Info().Str("remote", s.b.String()).Str("ws", s.ws).Uint64("shipped", s.shipped).Msg("sync: holding the lease")
 	}
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 func (s *Shipper) setShipped(seq uint64) {

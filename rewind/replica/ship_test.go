@@ -1,10 +1,12 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,9 +18,32 @@ import (
 	"github.com/reynfs/reynfs/journal"
 )
 
+// lockedBuf is a log the shipper writes while the test reads it.
+type lockedBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuf) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), s)
+}
+
 func startShipper(t *testing.T, s *source, b objstore.Backend, o ShipOptions) *Shipper {
 	t.Helper()
-	o.Log = zerolog.Nop()
+	return startShipperLog(t, s, b, o, zerolog.Nop())
+}
+
+func startShipperLog(t *testing.T, s *source, b objstore.Backend, o ShipOptions, log zerolog.Logger) *Shipper {
+	t.Helper()
+	o.Log = log
 	sh, err := StartShipper(s.j, b, "ws", o)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +175,8 @@ func TestShipperBacksOff(t *testing.T) {
 		}
 		return nil
 	})
-	sh := startShipper(t, s, b, ShipOptions{MinBackoff: 50 * time.Millisecond, MaxBackoff: 400 * time.Millisecond})
+	log := &lockedBuf{}
+	sh := startShipperLog(t, s, b, ShipOptions{MinBackoff: 50 * time.Millisecond, MaxBackoff: 400 * time.Millisecond}, zerolog.New(log))
 	waitState(t, sh, ShipIdle)
 	down.Store(true)
 	s.write(t, "a.txt", []byte("written while the remote is down"))
@@ -168,6 +194,9 @@ func TestShipperBacksOff(t *testing.T) {
 	if n := tries.Load(); n > 40 {
 		t.Fatalf("%d requests in 2 s to a down remote: no backoff", n)
 	}
+	if n := log.count("backing off"); n != 1 || tries.Load() < 4 {
+		t.Fatalf("%d log lines for %d failed tries; want one per change of state", n, tries.Load())
+	}
 	down.Store(false)
 	s.write(t, "b.txt", []byte("after"))
 	s.sync(t)
@@ -176,6 +205,9 @@ func TestShipperBacksOff(t *testing.T) {
 		t.Fatalf("stopped: %+v", st)
 	}
 	cloneHead(t, s, b, s.j.Durable())
+	if n := log.count("answers again"); n != 1 {
+		t.Fatalf("%d 'answers again' lines, want 1", n)
+	}
 }
 
 // TestShipperFsyncIgnoresPausedRemote: with every request of the remote
