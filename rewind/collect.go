@@ -52,6 +52,9 @@ type CollectOptions struct {
 	Dry bool
 	// Extra names more trees to keep (the daemon's write-back base).
 	Extra []cas.Hash
+	// Holds keep records from their seqs on (remotes that have not
+	// received them: replica.FloorHolds).
+	Holds []RecordHold
 	// Now is the windows' clock (zero: time.Now).
 	Now time.Time
 	// Pause runs between two sweep batches (nil: none).

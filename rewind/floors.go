@@ -190,5 +190,34 @@ func computeFloors(j *journal.Journal, o CollectOptions, pins []uint64) (Floors,
 	for _, x := range pins {
 		protect(x, "a rewind, restore or view in use")
 	}
+	// A record hold keeps every record from its seq on (a remote has
+	// not received them): the fine floor goes to the generation its seq
+	// replays from, also when that is the seq itself.
+	for _, h := range o.Holds {
+		if h.Seq > head {
+			continue // the holder has every record
+		}
+		p, err := planReplay(j, h.Seq)
+		if err != nil || p.gen == 0 {
+			continue
+		}
+		t := o.Now
+		if r, err := j.Get(p.gen); err == nil {
+			t = time.Unix(0, r.Time)
+		}
+		if p.gen < f.Seq {
+			f.Seq, f.SeqTime, f.SeqBy = max(p.gen, old), t, h.By
+		}
+		if p.gen < f.Gen {
+			f.Gen, f.GenTime, f.GenBy = p.gen, t, h.By
+		}
+	}
 	return f, nil
+}
+
+// RecordHold keeps every record from Seq on through a collection: By
+// names who needs them (a remote that has not received them).
+type RecordHold struct {
+	Seq uint64
+	By  string
 }

@@ -306,6 +306,9 @@ type Status struct {
 	// unmounted store.
 	RunMode       string `json:"run_mode,omitempty"`
 	RunModeReason string `json:"run_mode_reason,omitempty"`
+	// Remotes: each remote with a continuous sync or a shipped seq the
+	// store records (remote.go).
+	Remotes []RemoteSync `json:"remotes,omitempty"`
 }
 
 // Gen describes a generation that was cut.

@@ -21,7 +21,7 @@ var methods = []struct {
 	{StatusParams{}, &StatusResult{}},
 	{StoreStatusParams{}, &StatusResult{}},
 	{CheckpointParams{}, &CheckpointResult{}},
-	{UnmountParams{}, &EmptyResult{}},
+	{UnmountParams{}, &UnmountResult{}},
 	{LogParams{}, &LogReply{}},
 	{DiffParams{}, &DiffResult{}},
 	{ShowParams{}, &ShowResult{}},
@@ -45,6 +45,8 @@ var methods = []struct {
 	{BranchNameParams{}, &BranchNameResult{}},
 	{CheckoutParams{}, &RewindResult{}},
 	{VersionParams{}, &VersionResult{}},
+	{PushParams{}, &PushResult{}},
+	{SyncParams{}, &SyncResult{}},
 }
 
 // outputs are the objects CLI commands print under --json that no method
@@ -58,6 +60,7 @@ var outputs = []struct {
 	{"cli.mount", MountInfo{}},
 	{"cli.export", ExportInfo{}},
 	{"cli.integrate", IntegrateInfo{}},
+	{"cli.checkpoint_sync", CheckpointSyncInfo{}},
 }
 
 // Schema is the JSON schema of the protocol, generated from the Go types:

@@ -13,12 +13,18 @@ import (
 func newCheckpointCommand() *cobra.Command {
 	var o storeOptions
 	var label, kind, dir string
-	var asJSON bool
+	var asJSON, waitRemote bool
+	var remote string
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "checkpoint [-m LABEL] [--kind turn|tool|plan-step|phase|manual]",
 		Short: "Cut a generation at the current seq",
-		Long:  "Cut a generation of the workspace around the current directory (or --dir).\n\n" + exitCodeHelp,
-		Args:  usageArgs(cobra.NoArgs),
+		Long: `Cut a generation of the workspace around the current directory (or --dir).
+--wait-remote then waits until the remote (--remote NAME, default as 'reynfs sync')
+holds it, as 'reynfs sync' does; the generation stays cut if that fails.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch kind {
 			case "turn", "tool", "plan-step", "phase", "manual":
@@ -36,11 +42,24 @@ func newCheckpointCommand() *cobra.Command {
 			if err := callDaemon(cmd.Context(), dir, store, api.CheckpointParams{Label: label, Kind: kind}, &resp, time.Minute); err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(resp)
+			if !waitRemote {
+				if asJSON {
+					return printJSON(resp)
+				}
+				termsafe.Println(checkpointLine(resp.Generation))
+				return nil
 			}
-			g := resp.Generation
-			termsafe.Println(checkpointLine(g))
+			if !asJSON {
+				termsafe.Println(checkpointLine(resp.Generation))
+			}
+			r, err := syncRemote(cmd.Context(), syncOptions{storeOptions: o, dir: dir, timeout: timeout, asJSON: asJSON}, remote)
+			if err != nil {
+				return fmt.Errorf("checkpoint g%d cut, but %w", resp.Generation.ID, err)
+			}
+			if asJSON {
+				return printJSON(api.CheckpointSyncInfo{CheckpointResult: resp, Sync: r})
+			}
+			termsafe.Printf("%s holds it (seq %d)\n", r.Remote, r.Shipped)
 			return nil
 		},
 	}
@@ -49,6 +68,9 @@ func newCheckpointCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", ".", "a path inside the workspace")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the generation as JSON")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")
+	cmd.Flags().BoolVar(&waitRemote, "wait-remote", false, "then wait until the remote holds it (as 'reynfs sync')")
+	cmd.Flags().StringVar(&remote, "remote", "", "the remote `NAME` of --wait-remote")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "--wait-remote gives up after `D`")
 	return cmd
 }
 

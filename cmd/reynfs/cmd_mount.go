@@ -33,6 +33,9 @@ type mountOptions struct {
 	private    bool
 	privateSet bool // --private-history given (true or false); else the store's remembered choice
 	asJSON     bool
+	sync       string        // --sync continuous|manual ("": as the store remembers)
+	remote     string        // --remote NAME of a continuous sync
+	syncDrain  time.Duration // --sync-drain: the unmount's wait for the rest to ship
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -44,6 +47,9 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.viewsName, "views-name", "", "name the read-only history views `NAME` in the mount root, for a project with its own .reynfs (default .reynfs; remembered for later mounts)")
 	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views (remembered for later mounts; --private-history=false turns it off)")
 	f.BoolVar(&o.asJSON, "json", false, "print where it is mounted as JSON (no progress line)")
+	f.StringVar(&o.sync, "sync", "", "`continuous`: replicate to a remote while mounted (remembered for later mounts); manual: turn that off")
+	f.StringVar(&o.remote, "remote", "", "the remote `NAME` of --sync continuous (default origin, or the store's only remote)")
+	f.DurationVar(&o.syncDrain, "sync-drain", daemon.DefaultSyncDrain, "how long the unmount waits for a continuous sync to ship the rest")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
 	f.BoolVar(&o.newStore, "new-store", false, "")
@@ -72,6 +78,12 @@ store remembers that name, so later mounts need the flag only to change it.
 --private-history keeps the views to the mount's owner and root; the store
 remembers it too, until a mount with --private-history=false turns it off.
 
+--sync continuous replicates the workspace to a remote while it is mounted (--remote
+NAME; default origin, or the store's only remote): every second the new durable
+records go to the remote, and 'reynfs status' shows how far behind it is. The store
+remembers it for later mounts until --sync manual. Unmount waits up to --sync-drain
+for the rest to ship. The daemon keeps this command's environment (AWS credentials).
+
 ` + exitCodeHelp,
 		Args:        usageArgs(cobra.ExactArgs(1)),
 		Annotations: map[string]string{annotationCleansUp: "yes"},
@@ -86,6 +98,14 @@ remembers it too, until a mount with --private-history=false turns it off.
 }
 
 func runMount(ctx context.Context, o mountOptions, dir string) error {
+	switch o.sync {
+	case "", daemon.SyncContinuous, daemon.SyncManual:
+	default:
+		return fmt.Errorf("%w: --sync %q: want continuous or manual", errUsage, o.sync)
+	}
+	if o.remote != "" && o.sync != daemon.SyncContinuous {
+		return fmt.Errorf("%w: --remote NAME goes with --sync continuous", errUsage)
+	}
 	paths, err := daemon.Resolve(dir, o.at, o.store)
 	if err != nil {
 		return err
@@ -138,7 +158,8 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
 	logTightened(log, sd, paths.Store)
-	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx, ViewsName: o.viewsName}
+	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx, ViewsName: o.viewsName,
+		Sync: o.sync, SyncRemote: o.remote, SyncDrain: o.syncDrain}
 	if o.privateSet {
 		cfg.PrivateHistory = &o.private
 	}
@@ -254,6 +275,15 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 	if o.privateSet {
 		args = append(args, fmt.Sprintf("--private-history=%t", o.private))
 	}
+	if o.sync != "" {
+		args = append(args, "--sync", o.sync)
+	}
+	if o.remote != "" {
+		args = append(args, "--remote", o.remote)
+	}
+	args = append(args, "--sync-drain", o.syncDrain.String())
+	// cmd.Env stays nil: the daemon inherits this environment, and with it
+	// the remote's credentials (AWS_* variables, AWS_PROFILE) for --sync.
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stderr = sd.Log

@@ -221,7 +221,7 @@ func newPushCommand() *cobra.Command {
 	var o pushOptions
 	cmd := &cobra.Command{
 		Use:   "push [NAME] [--ws WS]",
-		Short: "Send the workspace's history to a remote (unmounted, for now)",
+		Short: "Send the workspace's history to a remote (mounted or not)",
 		Long: `Send what the remote NAME lacks of this workspace's history: the records after the
 remote's head and the objects they reach that it does not hold (found from the store's
 own record of what it sent, without asking the server object by object). NAME may be
@@ -232,7 +232,9 @@ and so is one whose lease another writer holds ("remote locked by ...") or that
 another store took over ('reynfs clone --take'): a deposed store's records after the
 takeover are not in WS, and 'reynfs push --ws NEW' keeps them as a new workspace.
 
-A mounted workspace cannot push yet: unmount it first.
+Mounted, the daemon pushes from the live journal (buffered writes first made durable);
+with a continuous sync to NAME running ('reynfs mount --sync continuous') it waits
+for the sync to ship the durable head instead.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
@@ -250,6 +252,14 @@ A mounted workspace cannot push yet: unmount it first.
 }
 
 func runPush(ctx context.Context, o pushOptions, name string) error {
+	if o.ws != "" {
+		if err := replica.CheckName(o.ws); err != nil {
+			return fmt.Errorf("%w: workspace %v (--ws names it)", errUsage, err)
+		}
+	}
+	if done, err := pushMounted(ctx, o, name); done || err != nil {
+		return err
+	}
 	ws := o.ws
 	if ws == "" {
 		abs, err := absPath(o.dir)
@@ -309,4 +319,37 @@ func runPush(ctx context.Context, o pushOptions, name string) error {
 	termsafe.Printf("pushed seqs %d-%d to %s#%s: %d records in %d segments, %d objects in %d packs, %s%s\n",
 		res.From, res.Through, u, ws, res.Records, res.Segments, res.Objects, res.Packs, human(res.Bytes), names)
 	return nil
+}
+
+// pushMounted pushes through the daemon when one serves the store; done
+// reports whether it did (or failed there).
+func pushMounted(ctx context.Context, o pushOptions, name string) (bool, error) {
+	store, err := findStore(o.storeOptions, o.dir)
+	if err != nil {
+		return true, err
+	}
+	var resp api.PushResult
+	err = busy(!o.asJSON, "pushing", func() error {
+		return daemon.Call(ctx, store, api.PushParams{Remote: name, WS: o.ws}, &resp, 0)
+	})
+	if errors.Is(err, daemon.ErrNotRunning) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	res := resp.Push
+	if o.asJSON {
+		return true, printJSON(res)
+	}
+	switch {
+	case res.Continuous:
+		termsafe.Printf("%s#%s holds seq %d (shipped by the continuous sync)\n", res.Remote, res.WS, res.Through)
+	case res.From == 0:
+		termsafe.Printf("%s#%s is up to date (seq %d)\n", res.Remote, res.WS, res.Through)
+	default:
+		termsafe.Printf("pushed seqs %d-%d to %s#%s: %d records in %d segments, %d objects in %d packs, %s\n",
+			res.From, res.Through, res.Remote, res.WS, res.Records, res.Segments, res.Objects, res.Packs, human(res.Bytes))
+	}
+	return true, nil
 }

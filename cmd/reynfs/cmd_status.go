@@ -116,6 +116,31 @@ func printStatus(s *api.Status, asJSON bool) {
 		termsafe.Printf("inodes:   %d, %s buffered\n", s.Inodes, human(int64(s.Buffered)))
 		termsafe.Printf("runs:     %s (%s)\n", s.RunMode, s.RunModeReason)
 	}
+	for _, r := range s.Remotes {
+		termsafe.Println(remoteSyncLine(r))
+	}
+}
+
+// remoteSyncLine is status's line for one remote of a mounted store.
+func remoteSyncLine(r api.RemoteSync) string {
+	line := fmt.Sprintf("remote:   %s#%s (%s) %s", r.Name, r.WS, r.URL, r.Mode)
+	if r.State != "" {
+		line += ", " + r.State
+	}
+	line += fmt.Sprintf(": shipped seq %d of %d, lag %d records", r.Shipped, r.Durable, r.LagRecords)
+	if r.Mode == "continuous" {
+		line += fmt.Sprintf(" (%.1f s, %s pending)", r.LagSeconds, human(r.PendingBytes))
+	}
+	if r.HoldsFloor {
+		line += fmt.Sprintf("; retention keeps seqs from %d for it", r.FloorSeq)
+	}
+	if r.LastError != "" {
+		line += "; last error: " + oneLine(r.LastError)
+	}
+	if r.Reason != "" {
+		line += "; stopped: " + oneLine(r.Reason)
+	}
+	return line
 }
 
 func human(b int64) string {

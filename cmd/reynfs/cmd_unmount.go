@@ -67,7 +67,7 @@ func runUnmount(ctx context.Context, o storeOptions, dir string, asJSON bool) er
 	if err != nil {
 		return err
 	}
-	var done api.EmptyResult
+	var done api.UnmountResult
 	if err := daemon.Call(ctx, store, api.UnmountParams{}, &done, 0); err != nil {
 		if _, still := daemon.MountOfStore(store); errors.Is(err, daemon.ErrNotRunning) && !still {
 			// The daemon finished and exited before its reply reached us.
@@ -75,6 +75,9 @@ func runUnmount(ctx context.Context, o storeOptions, dir string, asJSON bool) er
 				st.Status.Mountpoint, daemon.LogPath(store))
 		}
 		return err
+	}
+	for _, w := range done.Warnings {
+		fmt.Fprintln(os.Stderr, "reynfs: warning: "+oneLine(w))
 	}
 	if asJSON {
 		return printJSON(api.MountInfo{Dir: st.Status.Dir, Mountpoint: st.Status.Mountpoint, Store: store, Head: done.Head})

@@ -236,7 +236,7 @@ journal record with a global sequence number and all content is stored once, by 
 		newHookCommand(), newIntegrateCommand(), newRunCommand(), newRunsCommand(), newVersionCommand())
 	root.AddCommand(newUndoCommand(), newRedoCommand(), newOpCommand(), newBranchCommand(), newCheckoutCommand())
 	root.AddCommand(newTimelineCommand())
-	root.AddCommand(newRemoteCommand(), newPushCommand(), newCloneCommand(), newForkCommand(), newFetchCommand(), newForgetCommand())
+	root.AddCommand(newRemoteCommand(), newPushCommand(), newSyncCommand(), newCloneCommand(), newForkCommand(), newFetchCommand(), newForgetCommand())
 	// Added now rather than by cobra at Execute, so that unknownSubcommands
 	// sees it: 'reynfs completion bogus' printed the help and exited 0.
 	root.InitDefaultCompletionCmd()

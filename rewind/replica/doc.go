@@ -170,8 +170,7 @@
 // of it claims it in epoch 2 (a later clone's push is deposed).
 // A clone records every object the index files name as held (not their
 // subtrees), so a push from a fork's clone sends only what is new.
-// Not built: continuous replication, lazy clone, forks at targets
-// other than a seq.
+// Not built: lazy clone.
 //
 // # Forget and the start of a workspace (forget.go)
 //
@@ -242,6 +241,57 @@
 // that record and makes it again from the index files, less the
 // condemned packs' (a run deleting a list's packs bumps gc/state before,
 // so a push that finds the list gone finds the new generation).
-// Continuous replication must run the same guard before each batch it
-// ships (it is not built here yet).
+// Continuous replication runs the same guard when a session starts and
+// again every GuardEvery (10 min, far inside the grace) while it ships,
+// so a condemned pack it deduplicated against is in a HEAD before the
+// deletion's re-mark (b), and none after it reads the list (a).
+//
+// # Continuous replication (ship.go, shipstat.go, holds.go)
+//
+// A Shipper is a push that does not end: one pusher (push.go) per
+// session, holding the lease (lease.go's renewal; the shipper's TTL is
+// 15 s, so an idle session renews every 5 s) while it ships, every
+// second, the durable records after HEAD's seq, with the same order of
+// writes (packs, index, segment, HEAD per segment, then the local
+// shipped seq), or at once when 8 MiB of records and the chunks they
+// write are pending. It reads j.Durable() and committed records only:
+// an fsync never waits for it. Each ship first drops what an earlier,
+// failed ship left in the pusher's caches, so an object whose pack was
+// never written is never counted as sent.
+//
+// Failures: an error that names another writer (LockedError, a HEAD
+// changed under it), another store (ErrNotOurs), a diverged history
+// or a newer epoch (DeposedError) stops the shipper with that reason
+// (Status.Reason); it is never retried. Any other error (the remote
+// down, a timeout, a renewal that got no answer: errUnrenewed) ends the
+// session without releasing the lease and retries with backoff from
+// 500 ms doubling to 30 s, one log line per change of state; the next
+// session takes the lease back (same store, same host), reading HEAD
+// afresh, so a HEAD write whose reply was lost is found there. Stop
+// ships what is durable within its context, then releases the lease;
+// cut short, it only stops the renewal and the lease expires.
+//
+// Status: shipped seq (HEAD's), the store's durable seq, the lag in
+// seqs and in seconds (the age of the oldest unshipped record), the
+// pending bytes (an estimate kept incrementally: encoded records plus
+// the chunks they write, not deduplicated), the state (starting,
+// shipping, idle, backing-off with the last error, stopped with the
+// reason) and the requests and bytes sent. Wait(seq) is what sync and
+// a mounted push use: it returns once HEAD covers seq, or at once when
+// the shipper backs off (ErrRemoteDown) or stopped.
+//
+// Retention: FloorHolds lists, for each remote name whose URL has a
+// shipped seq recorded ('R' 'u' id → URL ties the bookkeeping's remote
+// id to the URL a name gives), the first seq it lacks. The daemon
+// passes them to the collector as rewind.RecordHold (CollectOptions.
+// Holds): the fine floor goes no higher than the generation that seq
+// replays from, and the floor's "by" names the remote. Removing the
+// remote's name releases the hold.
+//
+// Tests: TestShipper* (objstorefake: shipping within the period, the
+// 8 MiB trigger, backoff on a failing remote and the catch-up, fsync
+// with a Paused remote, deposed by a takeover, a bounded Stop) and
+// TestFloorHolds here; test/integration/sync_test.go on a real mount
+// (kill -9 mid-stream leaves a prefix of acknowledged writes on the
+// remote, retention while the remote is gone, the versity gateway).
 package replica

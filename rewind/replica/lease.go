@@ -40,6 +40,10 @@ func (e *DeposedError) Error() string {
 
 func (e *DeposedError) Unwrap() error { return ErrDeposed }
 
+// errUnrenewed: the lease could not be renewed for want of an answer
+// (not because another writer holds it): a shipper takes it again.
+var errUnrenewed = errors.New("no answer")
+
 // deposed returns a DeposedError if h has an epoch newer than ours, nil
 // if not.
 func (p *pusher) deposed(h *Head, ours uint64) error {
@@ -243,7 +247,7 @@ func (p *pusher) renewIfDue() error {
 	case err != nil && time.Since(p.renewed) < p.o.TTL/2:
 		return nil // try again at the next tick
 	case err != nil:
-		p.lost = fmt.Errorf("%w: cannot renew the lease: %v", ErrLocked, err)
+		p.lost = fmt.Errorf("%w: cannot renew the lease: %w: %v", ErrLocked, errUnrenewed, err)
 	case now.Before(p.head.Expires.Add(-p.o.TTL * 2 / 3)):
 		return nil
 	default:
@@ -251,6 +255,10 @@ func (p *pusher) renewIfDue() error {
 		next.Expires = expiry(now, p.o.TTL)
 		if err := p.writeHeadLocked(p.base, &next); err != nil {
 			p.lost = fmt.Errorf("renew the lease: %w", err)
+			if !fatal(err) {
+				// No answer (not another writer): a shipper takes it again.
+				p.lost = fmt.Errorf("renew the lease: %w: %w", errUnrenewed, err)
+			}
 		}
 	}
 	if p.lost != nil {

@@ -60,9 +60,9 @@ const (
 	// packHeaderV1: a pack without salt.
 	packHeaderV1 = len(packMagicV1) + 1
 	idxHeader    = len(idxMagic) + 1 + 4
-	entrySize  = 32 + 1 + 8 + 4 + 4
-	idxTrailer = 64
-	maxObject  = 1<<32 - 1
+	entrySize    = 32 + 1 + 8 + 4 + 4
+	idxTrailer   = 64
+	maxObject    = 1<<32 - 1
 )
 
 // IndexEntry locates one object in a pack.

@@ -86,6 +86,9 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 	if p.gc, err = readGCGuard(ctx, b, p.loc); err != nil { // remote GC (gcguard.go)
 		return nil, fmt.Errorf("push: %w", err)
 	}
+	if err := p.loc.setURL(b.String()); err != nil { // the floor's holder (holds.go)
+		return nil, fmt.Errorf("push: %w", err)
+	}
 	if err := p.lease(); err != nil {
 		return nil, fmt.Errorf("push to %s#%s: %w", b, ws, err)
 	}

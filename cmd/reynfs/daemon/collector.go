@@ -75,10 +75,14 @@ func (s *Service) collect(o rewind.CollectOptions) (*rewind.RetainResult, error)
 		}
 	}
 	o.Extra = extra
+	holds, err := recordHolds(s.J) // remotes that lack records (sync.go)
+	if err != nil {
+		return nil, err
+	}
+	o.Holds = holds
 	dir := s.J.DB().Opts().Dir
 	before := storeBytes(dir)
 	var res *rewind.RetainResult
-	var err error
 	if s.RW != nil && s.Live != nil {
 		o.Pause = func() { time.Sleep(collectPause) }
 		res, err = s.RW.Collect(o)

@@ -203,13 +203,17 @@ func (d *Daemon) Status() (*Status, error) {
 	}
 	inodes, buffered := d.live.Counts()
 	mode, why := d.runs.Mode()
+	remotes, err := d.remoteStatus()
+	if err != nil {
+		return nil, err
+	}
 	return &Status{
 		Mounted: true, Dir: d.cfg.Dir, Mountpoint: d.cfg.Mountpoint, Store: d.cfg.Store, Pid: os.Getpid(),
 		HeadSeq: d.j.Head(), Records: d.j.Head(), Objects: objs, ObjectBytes: bytes,
 		StoreBytes: size, Inodes: inodes, Buffered: buffered,
 		Uptime:    time.Since(d.started).Round(time.Second).String(),
 		ViewsName: d.views, PrivateHistory: d.private,
-		RunMode: string(mode), RunModeReason: why,
+		RunMode: string(mode), RunModeReason: why, Remotes: remotes,
 	}, nil
 }
 

@@ -60,6 +60,13 @@ type Config struct {
 	// the store remembers (off for a new store). A mount that forgot it
 	// would open a private history to every user without a word.
 	PrivateHistory *bool
+	// Sync is mount --sync: "continuous" replicates to SyncRemote (""
+	// : origin or the only remote) while mounted, "manual" turns that
+	// off, "" keeps what the store remembers (sync.go). SyncDrain bounds
+	// the unmount's wait for the rest to ship (0: DefaultSyncDrain).
+	Sync       string
+	SyncRemote string
+	SyncDrain  time.Duration
 }
 
 // Daemon is one served workspace.
@@ -87,6 +94,8 @@ type Daemon struct {
 	runEvents   runBroker      // run.started and run.exited for the subscriptions
 	rewinding   atomic.Int64   // Unix ns since a rewind holds the workspace; 0: none (runs.go)
 	mem         memReturner    // free heap pages back to the system after a rewind (memlimit.go)
+	sync        *syncer        // replication (sync.go); set once mounted
+	syncWarn    string         // what the unmount's sync left unshipped
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -152,6 +161,10 @@ func Start(cfg Config) (*Daemon, error) {
 			return fail(err)
 		}
 	}
+	syncing, err := d.prepareSync()
+	if err != nil {
+		return fail(err)
+	}
 	ceil, err := d.metaUint(metaInoCeil)
 	if err != nil {
 		return fail(err)
@@ -177,6 +190,7 @@ func Start(cfg Config) (*Daemon, error) {
 		return fail(err)
 	}
 	rw.Inv = d.fs
+	d.startSync(syncing)
 	go d.flusher()
 	go d.collector()
 	go func() {
@@ -363,12 +377,15 @@ func (d *Daemon) finish() {
 		defer close(d.done)
 		d.closeRuns() // before the write-back: a run left going would write under it
 		g, err := d.svc.RW.Cut(rewind.KindAuto, "unmount")
+		shipped := make(chan string, 1) // the sync ships the rest meanwhile
+		go func() { shipped <- d.stopSync() }()
 		if err == nil {
 			d.live.Lock()
 			t := d.live.Tree()
 			d.live.Unlock()
 			err = d.writeback(t, g.Root)
 		}
+		d.syncWarn = <-shipped
 		d.closeDir()
 		stopCollector(d.j)
 		if cerr := d.j.Close(); err == nil {

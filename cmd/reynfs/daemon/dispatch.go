@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,11 +142,34 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		if d == nil {
 			return nil, errNeedsDaemon(method)
 		}
-		r := &api.EmptyResult{}
+		r := &api.UnmountResult{}
 		if h, err := headOf(s.J); err == nil {
 			r.SetHead(h) // the store is closed once unmounted
 		}
-		return r, d.Unmount()
+		err := d.Unmount()
+		if d.syncWarn != "" {
+			r.Warnings = append(r.Warnings, d.syncWarn)
+		}
+		return r, err
+	case api.PushParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		p, err := params[api.PushParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		info, err := d.Push(context.Background(), p)
+		return &api.PushResult{Push: info}, err
+	case api.SyncParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		p, err := params[api.SyncParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		return result(d.Sync(context.Background(), p))
 	case api.SubscribeParams{}.Method():
 		// The stream itself is the connection's (control.go): here only
 		// the checks and the reply.
