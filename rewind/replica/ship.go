@@ -39,6 +39,7 @@ type ShipOptions struct {
 	MaxPending int64         // ship at once when this many bytes wait (8 MiB)
 	MinBackoff time.Duration // first wait after a failure (500 ms)
 	MaxBackoff time.Duration // the backoff's cap (30 s)
+	Guard      time.Duration // read remote GC's state again this often (GuardEvery)
 	Log        zerolog.Logger
 }
 
@@ -62,6 +63,9 @@ func (o ShipOptions) withDefaults() ShipOptions {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 30 * time.Second
+	}
+	if o.Guard <= 0 {
+		o.Guard = GuardEvery
 	}
 	return o
 }
@@ -102,6 +106,7 @@ type Shipper struct {
 	reason   error // why it stopped
 	draining context.Context
 	est      estimate
+	guarded  time.Time // when the loop last read remote GC's state (guard)
 }
 
 // StartShipper starts replicating workspace ws of j to b. It returns at
@@ -292,6 +297,9 @@ func (s *Shipper) open() (*pusher, error) {
 	if p.loc, err = newLocal(s.j, cfg); err != nil {
 		return nil, err
 	}
+	if err := s.guard(p); err != nil {
+		return nil, err
+	}
 	if err := p.loc.setURL(s.b.String()); err != nil {
 		return nil, err
 	}
@@ -316,12 +324,37 @@ func (s *Shipper) ship(p *pusher) error {
 	clear(p.sent)
 	clear(p.unmarked)
 	p.res = &PushResult{Remote: s.b.String(), WS: s.ws}
+	if time.Since(s.guarded) >= s.o.Guard {
+		if err := s.guard(p); err != nil {
+			return err
+		}
+	}
 	err := p.run()
+	if err == nil { // branch names, after the HEAD covering their seqs (names.go)
+		_, err = pushNames(p.ctx, s.j, s.b, p.loc, s.ws, p.current().Seq)
+	}
 	if lost := p.check(); lost != nil {
 		err = lost
 	}
 	s.setShipped(p.current().Seq)
 	return err
+}
+
+// GuardEvery is how often a session reads remote GC's condemned lists
+// and generation again (gcguard.go; a push reads them once, at its
+// start): far inside GC's grace (24 h), so an object of a pack a list
+// condemned is counted as held only by ships whose HEAD precedes the
+// deletion's re-mark.
+const GuardEvery = 10 * time.Minute
+
+// guard reads remote GC's lists and generation into p (gcguard.go).
+func (s *Shipper) guard(p *pusher) error {
+	g, err := readGCGuard(p.ctx, s.b, p.loc)
+	if err != nil {
+		return err
+	}
+	p.gc, s.guarded = g, time.Now()
+	return nil
 }
 
 // close ends a session: release the lease (when release is set and it
