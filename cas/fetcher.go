@@ -32,6 +32,26 @@ type Fetcher interface {
 	Fetch(h Hash) ([]byte, error)
 }
 
+// Namer is a Fetcher that tells, without fetching, whether it knows h.
+type Namer interface {
+	Names(h Hash) (bool, error)
+}
+
+// OnRemote reports whether h, which the store lacks, is one its Fetcher
+// names (a lazy clone's object still on the remote): fsck reports such
+// an object as on the remote, not as missing.
+func (b *Badger) OnRemote(h Hash) (bool, error) {
+	f := b.fetcher.Load()
+	if f == nil {
+		return false, nil
+	}
+	n, ok := (*f).(Namer)
+	if !ok {
+		return false, nil
+	}
+	return n.Names(h)
+}
+
 // ErrFetch: an object the store lacks could not be fetched (the
 // Fetcher's error says why and from where). It never wraps ErrNotFound.
 var ErrFetch = errors.New("object not fetched")

@@ -23,16 +23,18 @@ import (
 )
 
 type mountOptions struct {
-	at, store  string
-	foreground bool
-	readyFd    int
-	newStore   bool // the spawning parent created the store folder
-	debug      bool
-	viewsName  string
-	viewsSet   bool // --views-name given; else the store's remembered name
-	private    bool
-	privateSet bool // --private-history given (true or false); else the store's remembered choice
-	asJSON     bool
+	at, store   string
+	foreground  bool
+	readyFd     int
+	newStore    bool // the spawning parent created the store folder
+	debug       bool
+	viewsName   string
+	viewsSet    bool // --views-name given; else the store's remembered name
+	private     bool
+	privateSet  bool // --private-history given (true or false); else the store's remembered choice
+	prefetch    bool
+	prefetchSet bool // --prefetch given; else what clone --lazy recorded
+	asJSON      bool
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -43,6 +45,7 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	f.StringVar(&o.viewsName, "views-name", "", "name the read-only history views `NAME` in the mount root, for a project with its own .reynfs (default .reynfs; remembered for later mounts)")
 	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views (remembered for later mounts; --private-history=false turns it off)")
+	f.BoolVar(&o.prefetch, "prefetch", true, "a lazy clone's store: fetch the objects still on the remote in the background (default: as clone --prefetch said)")
 	f.BoolVar(&o.asJSON, "json", false, "print where it is mounted as JSON (no progress line)")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
@@ -78,6 +81,7 @@ remembers it too, until a mount with --private-history=false turns it off.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.viewsSet = cmd.Flags().Changed("views-name")
 			o.privateSet = cmd.Flags().Changed("private-history")
+			o.prefetchSet = cmd.Flags().Changed("prefetch")
 			return runMount(cmd.Context(), o, args[0])
 		},
 	}
@@ -141,6 +145,9 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx, ViewsName: o.viewsName}
 	if o.privateSet {
 		cfg.PrivateHistory = &o.private
+	}
+	if o.prefetchSet {
+		cfg.Prefetch = &o.prefetch
 	}
 	switch {
 	case ready != nil:
@@ -253,6 +260,9 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 	}
 	if o.privateSet {
 		args = append(args, fmt.Sprintf("--private-history=%t", o.private))
+	}
+	if o.prefetchSet {
+		args = append(args, fmt.Sprintf("--prefetch=%t", o.prefetch))
 	}
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}

@@ -62,6 +62,40 @@ type lazyMeta struct {
 	Packs   []string `json:"packs"`
 	Objects int64    `json:"objects"`
 	Bytes   int64    `json:"bytes"` // stored (compressed) bytes on the remote
+	// NoPrefetch: clone --prefetch=false; a mount does not prefetch
+	// unless told to.
+	NoPrefetch bool `json:"no_prefetch,omitempty"`
+}
+
+// SetLazyPrefetch records whether a mount of the lazy store at dir
+// prefetches by default.
+func SetLazyPrefetch(dir string, on bool) error {
+	m, err := readLazyMeta(dir)
+	if err != nil {
+		return err
+	}
+	m.NoPrefetch = !on
+	b, _ := json.Marshal(m)
+	ld := LazyPath(dir)
+	tmp, err := os.CreateTemp(ld, ".origin-*")
+	if err != nil {
+		return fmt.Errorf("lazy: %w", err)
+	}
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(ld, lazyOrigin))
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("lazy: %w", err)
+	}
+	return syncDir(ld)
 }
 
 // lazyEntry is one object the store lacks and where it is.

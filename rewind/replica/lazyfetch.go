@@ -139,7 +139,18 @@ func OpenLazy(ctx context.Context, j *journal.Journal, dir string, o LazyOptions
 		return nil, removeLazy(dir)
 	}
 	l.objs.SetFetcher(l)
+	j.Attached(lazyKey{}, func() any { return &lazyHolder{} }).(*lazyHolder).l.Store(l)
 	return l, nil
+}
+
+type lazyKey struct{}
+
+type lazyHolder struct{ l atomic.Pointer[Lazy] }
+
+// LazyOf returns the lazy origin OpenLazy attached to j (nil: none, or
+// closed).
+func LazyOf(j *journal.Journal) *Lazy {
+	return j.Attached(lazyKey{}, func() any { return &lazyHolder{} }).(*lazyHolder).l.Load()
 }
 
 // Close detaches the origin from the store.
@@ -155,8 +166,16 @@ func (l *Lazy) Close() error {
 		return nil
 	}
 	l.objs.SetFetcher(nil)
+	l.j.Attached(lazyKey{}, func() any { return &lazyHolder{} }).(*lazyHolder).l.CompareAndSwap(l, nil)
 	return l.index.f.Close()
 }
+
+// PrefetchDefault reports whether a mount prefetches unless told
+// (clone --prefetch=false turns it off).
+func (l *Lazy) PrefetchDefault() bool { return !l.meta.NoPrefetch }
+
+// Complete reports whether the store is whole (nothing left remote).
+func (l *Lazy) Complete() bool { return l.complete.Load() }
 
 // Remote is the remote's URL.
 func (l *Lazy) Remote() string { return l.meta.Remote }

@@ -209,7 +209,7 @@ func (d *Daemon) Status() (*Status, error) {
 		StoreBytes: size, Inodes: inodes, Buffered: buffered,
 		Uptime:    time.Since(d.started).Round(time.Second).String(),
 		ViewsName: d.views, PrivateHistory: d.private,
-		RunMode: string(mode), RunModeReason: why,
+		RunMode: string(mode), RunModeReason: why, Lazy: d.lazyStatus(),
 	}, nil
 }
 

@@ -60,6 +60,9 @@ type Config struct {
 	// the store remembers (off for a new store). A mount that forgot it
 	// would open a private history to every user without a word.
 	PrivateHistory *bool
+	// Prefetch: a lazy clone's prefetcher runs (mount --prefetch); nil
+	// keeps what clone --prefetch recorded (on by default).
+	Prefetch *bool
 }
 
 // Daemon is one served workspace.
@@ -87,6 +90,7 @@ type Daemon struct {
 	runEvents   runBroker      // run.started and run.exited for the subscriptions
 	rewinding   atomic.Int64   // Unix ns since a rewind holds the workspace; 0: none (runs.go)
 	mem         memReturner    // free heap pages back to the system after a rewind (memlimit.go)
+	lazy        lazyState      // a lazy clone's origin and prefetcher (lazy.go)
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -110,8 +114,12 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	fail := func(err error) (*Daemon, error) {
 		_ = d.ln.Close()
+		d.closeLazy()
 		_ = j.Close()
 		return nil, err
+	}
+	if err := d.openLazy(); err != nil {
+		return fail(err)
 	}
 	if err := rewind.Reindex(j); err != nil {
 		return fail(err)
@@ -179,6 +187,7 @@ func Start(cfg Config) (*Daemon, error) {
 	rw.Inv = d.fs
 	go d.flusher()
 	go d.collector()
+	d.startPrefetch()
 	go func() {
 		d.fs.Wait()
 		d.finish()
@@ -362,6 +371,7 @@ func (d *Daemon) finish() {
 	d.unmountOnce.Do(func() {
 		defer close(d.done)
 		d.closeRuns() // before the write-back: a run left going would write under it
+		d.finishLazy()
 		g, err := d.svc.RW.Cut(rewind.KindAuto, "unmount")
 		if err == nil {
 			d.live.Lock()
@@ -371,6 +381,7 @@ func (d *Daemon) finish() {
 		}
 		d.closeDir()
 		stopCollector(d.j)
+		d.closeLazy()
 		if cerr := d.j.Close(); err == nil {
 			err = cerr
 		}
