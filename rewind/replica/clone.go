@@ -77,7 +77,7 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 			err = fmt.Errorf("clone %s#%s: %w", b, ws, err)
 		}
 	}()
-	c := &cloner{ctx: ctx, b: b, ws: ws, dir: dir, lazy: lazy, res: &CloneResult{Remote: b.String(), WS: ws, Lazy: lazy}}
+	c := &cloner{ctx: ctx, b: b, ws: ws, dir: dir, lazy: lazy, vcs: map[cas.Hash]bool{}, res: &CloneResult{Remote: b.String(), WS: ws, Lazy: lazy}}
 	cfg, err := remoteConfig(ctx, b, false)
 	if err != nil {
 		return nil, err
@@ -113,6 +113,18 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 			return nil, err
 		}
 		defer lz.Close()
+		if err := lz.FetchNow(ctx, c.eager); err != nil {
+			return nil, err
+		}
+		if lz != nil && lz.remainObjs.Load() == 0 {
+			if err := lz.finish(); err != nil {
+				return nil, err
+			}
+		}
+		st := lz.Stats()
+		c.res.Objects += int(st.PrefetchObjs)
+		c.res.Bytes += st.PrefetchBytes
+		c.res.RemoteObjects, c.res.RemoteBytes = st.RemoteObjects, st.RemoteBytes
 	}
 	if err := c.write(recs); err != nil {
 		return nil, err
@@ -146,6 +158,11 @@ type cloner struct {
 	cfg  *Config
 	// dataPacks: a lazy clone's data pack indexes (not in where).
 	dataPacks []dataPack
+	// vcs: the inode objects under a .git directory, but pack files; a
+	// lazy clone fetches their chunks (eager) at once: git status reads
+	// them all, and they are small next to the work tree.
+	vcs   map[cas.Hash]bool
+	eager []cas.Hash
 	b         objstore.Backend
 	ws        string
 	j         *journal.Journal
@@ -310,11 +327,18 @@ func (c *cloner) objects(recs []*journal.Record) error {
 			if err != nil {
 				return fmt.Errorf("%w: inode object %s: %v", ErrCorrupt, b.Hash, err)
 			}
+			under := c.vcs[b.Hash]
 			for _, e := range in.Entries {
 				trees = append(trees, e.Object)
+				if c.lazy && (e.Name == ".git" || under && !strings.HasSuffix(e.Name, ".pack")) {
+					c.vcs[e.Object] = true
+				}
 			}
 			for _, ch := range in.Chunks {
 				data[ch] = true
+				if under {
+					c.eager = append(c.eager, ch)
+				}
 			}
 			return nil
 		})

@@ -36,6 +36,13 @@ func newLazyFixture(t *testing.T) *lazyFixture {
 		f.files[name] = pattern(byte(i+1), []int{3*cas.ChunkSize + 100, 10, cas.ChunkSize + 7, 5000, 2 * cas.ChunkSize}[i])
 		f.src.write(t, name, f.files[name])
 	}
+	// A git directory: its files come with the clone, but pack files.
+	f.src.mkdir(t, ".git")
+	f.src.mkdir(t, ".git/objects")
+	for i, name := range []string{".git/index", ".git/HEAD", ".git/objects/p.pack"} {
+		f.files[name] = pattern(byte(40+i), 3000+i)
+		f.src.write(t, name, f.files[name])
+	}
 	f.src.sync(t)
 	f.src.cut(t, "g")
 	if _, err := Push(ctx, f.src.j, f.fake, "w"); err != nil {
@@ -55,9 +62,10 @@ func newLazyFixture(t *testing.T) *lazyFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No data pack was fetched, not even a part of one.
-	if n := f.fake.Stats().Requests[objstorefake.OpGetRange]; n != 0 {
-		t.Errorf("lazy clone made %d ranged GETs", n)
+	// No data pack was fetched whole; one ranged GET brought the .git
+	// files (next to each other in their pack).
+	if n := f.fake.Stats().Requests[objstorefake.OpGetRange]; n != 1 {
+		t.Errorf("lazy clone made %d ranged GETs, want 1 (the .git files)", n)
 	}
 	for _, k := range packGets {
 		id := strings.TrimSuffix(strings.TrimPrefix(k, "packs/"), ".pack")
@@ -73,6 +81,11 @@ func newLazyFixture(t *testing.T) *lazyFixture {
 		t.Fatalf("clone result %+v, lazy %v: want at least 8 objects left on the remote", res, IsLazy(f.dir))
 	}
 	f.j = openClone(t, f.dir)
+	for name, local := range map[string]bool{".git/index": true, ".git/HEAD": true, ".git/objects/p.pack": false, "d/e": false} {
+		if ok, err := f.j.Objects().Has(f.chunks(t, name)[0]); ok != local || err != nil {
+			t.Errorf("%s: stored by the lazy clone: %v (%v), want %v", name, ok, err, local)
+		}
+	}
 	return f
 }
 

@@ -1,9 +1,11 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/reynfs/reynfs/cas"
 )
@@ -42,6 +44,15 @@ func (l *Lazy) Prefetch(ctx context.Context) error {
 		return err
 	}
 	defer order.f.Close()
+	if err := l.fetchAll(ctx, order.each); err != nil {
+		return fmt.Errorf("prefetch from %s: %w", l.meta.Remote, err)
+	}
+	return l.finish()
+}
+
+// fetchAll fetches the entries each yields that the store lacks (in
+// pack and offset order), in coalesced ranged GETs.
+func (l *Lazy) fetchAll(ctx context.Context, each func(func(lazyEntry) error) error) error {
 	var batch []lazyEntry
 	flush := func() error {
 		if len(batch) == 0 {
@@ -51,7 +62,7 @@ func (l *Lazy) Prefetch(ctx context.Context) error {
 		batch = batch[:0]
 		return err
 	}
-	err = order.each(func(le lazyEntry) error {
+	err := each(func(le lazyEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -74,10 +85,41 @@ func (l *Lazy) Prefetch(ctx context.Context) error {
 	if err == nil {
 		err = flush()
 	}
-	if err != nil {
-		return fmt.Errorf("prefetch from %s: %w", l.meta.Remote, err)
+	return err
+}
+
+// FetchNow fetches the objects hs names that the store lacks (those
+// the lazy index does not name are ignored), in coalesced ranges: what
+// a lazy clone fetches at once (see CloneLazy).
+func (l *Lazy) FetchNow(ctx context.Context, hs []cas.Hash) error {
+	if l == nil || len(hs) == 0 {
+		return nil
 	}
-	return l.finish()
+	les := make([]lazyEntry, 0, len(hs))
+	for _, h := range hs {
+		le, ok, err := l.index.find(h)
+		if err != nil {
+			return err
+		}
+		if ok {
+			les = append(les, le)
+		}
+	}
+	slices.SortFunc(les, func(a, b lazyEntry) int {
+		return cmp.Or(cmp.Compare(a.pack, b.pack), cmp.Compare(a.e.Off, b.e.Off))
+	})
+	err := l.fetchAll(ctx, func(fn func(lazyEntry) error) error {
+		for _, le := range les {
+			if err := fn(le); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fetch from %s: %w", l.meta.Remote, err)
+	}
+	return nil
 }
 
 // prefetchBatch fetches one coalesced range of a pack after the demand
