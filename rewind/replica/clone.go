@@ -163,12 +163,12 @@ type cloner struct {
 	// them all, and they are small next to the work tree.
 	vcs   map[cas.Hash]bool
 	eager []cas.Hash
-	b         objstore.Backend
-	ws        string
-	j         *journal.Journal
-	head      *Head
-	etag      string // HEAD's, as read
-	res       *CloneResult
+	b     objstore.Backend
+	ws    string
+	j     *journal.Journal
+	head  *Head
+	etag  string // HEAD's, as read
+	res   *CloneResult
 	// where: every object the index files name, and the pack holding it.
 	where map[cas.Hash]located
 	loc   local
