@@ -370,9 +370,35 @@ func TestLazyDemandNotBehindPrefetch(t *testing.T) {
 		close(release)
 		t.Fatal("the prefetcher made no request")
 	}
-	got, err := f.read(t, "c") // while the batch is held
-	if err != nil || !bytes.Equal(got, f.files["c"]) {
-		t.Errorf("demand read during a prefetch batch: %v", err)
+	type result struct {
+		data []byte
+		err  error
+	}
+	read := make(chan result, 1)
+	chunks := f.chunks(t, "c")
+	go func() { // while the batch is held
+		var out []byte
+		for _, h := range chunks {
+			b, err := f.j.Objects().Get(h)
+			if err != nil {
+				read <- result{nil, err}
+				return
+			}
+			out = append(out, b...)
+		}
+		read <- result{out, nil}
+	}()
+	select {
+	case r := <-read:
+		if r.err != nil || !bytes.Equal(r.data, f.files["c"]) {
+			t.Errorf("demand read during a prefetch batch: %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the demand read waited behind the prefetch batch")
+		close(release)
+		<-read
+		<-done
+		return
 	}
 	if st := l.Stats(); st.DemandRequests != 2 || st.PrefetchObjs != 0 {
 		t.Errorf("stats %+v: want the demand read's 2 requests done before the prefetch batch", st)
@@ -383,6 +409,20 @@ func TestLazyDemandNotBehindPrefetch(t *testing.T) {
 	}
 	if IsLazy(f.dir) {
 		t.Error("still lazy after the prefetch")
+	}
+}
+
+// A push from a lazy clone (as a new workspace of the same remote)
+// sends no object and fetches none: the remote holds them.
+func TestLazyPush(t *testing.T) {
+	f := newLazyFixture(t)
+	f.open(t)
+	res, err := Push(context.Background(), f.j, f.fake, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Objects != 0 || ranged(f.fake) != 0 || !IsLazy(f.dir) {
+		t.Errorf("push from a lazy clone: %+v, %d ranged GETs, lazy %v; want no object sent or fetched", res, ranged(f.fake), IsLazy(f.dir))
 	}
 }
 

@@ -285,7 +285,12 @@ func (l *Lazy) put(blobs []cas.Blob, les []lazyEntry) {
 	defer l.putMu.Unlock()
 	var fresh []cas.Blob
 	var freshBytes int64
+	seen := make(map[cas.Hash]bool, len(blobs))
 	for i, b := range blobs {
+		if seen[b.Hash] {
+			continue
+		}
+		seen[b.Hash] = true
 		if ok, err := l.objs.Has(b.Hash); err == nil && !ok {
 			fresh = append(fresh, b)
 			freshBytes += int64(les[i].e.Stored)

@@ -108,6 +108,7 @@ func (l *Lazy) FetchNow(ctx context.Context, hs []cas.Hash) error {
 	slices.SortFunc(les, func(a, b lazyEntry) int {
 		return cmp.Or(cmp.Compare(a.pack, b.pack), cmp.Compare(a.e.Off, b.e.Off))
 	})
+	les = slices.CompactFunc(les, func(a, b lazyEntry) bool { return a.e.Hash == b.e.Hash })
 	err := l.fetchAll(ctx, func(fn func(lazyEntry) error) error {
 		for _, le := range les {
 			if err := fn(le); err != nil {
