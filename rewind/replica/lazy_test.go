@@ -437,3 +437,50 @@ func mustLazyIndex(t *testing.T, dir string) *entryFile {
 }
 
 var _ objstore.Backend = (*objstorefake.Backend)(nil)
+
+// TestLazyBackends: a lazy clone read on demand and then prefetched
+// whole, on every backend (the s3 one a real server: minio-go's ranged
+// GET against versitygw).
+func TestLazyBackends(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			b := mk(t)
+			src := newSource(t)
+			files := map[string][]byte{"a": pattern(7, 2*cas.ChunkSize+3), "b": pattern(8, 100)}
+			for n, data := range files {
+				src.write(t, n, data)
+			}
+			src.sync(t)
+			src.cut(t, "g")
+			if _, err := Push(ctx, src.j, b, "w"); err != nil {
+				t.Fatal(err)
+			}
+			f := &lazyFixture{dir: filepath.Join(t.TempDir(), "clone"), files: files}
+			if _, err := CloneLazy(ctx, b, "w", f.dir, ""); err != nil {
+				t.Fatal(err)
+			}
+			f.j = openClone(t, f.dir)
+			l, err := OpenLazy(ctx, f.j, f.dir, LazyOptions{Backend: b, Log: zerolog.Nop()})
+			if err != nil || l == nil {
+				t.Fatalf("open lazy: %v %v", l, err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			if got, err := f.read(t, "a"); err != nil || !bytes.Equal(got, files["a"]) {
+				t.Fatalf("read a: %v", err)
+			}
+			if st := l.Stats(); st.DemandRequests != 3 || st.DemandObjects != 3 {
+				t.Errorf("reading 3 chunks: %+v", st)
+			}
+			if err := l.Prefetch(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if IsLazy(f.dir) || l.Stats().PrefetchObjs < 1 {
+				t.Errorf("after prefetch: lazy %v, %+v", IsLazy(f.dir), l.Stats())
+			}
+			if got, err := f.read(t, "b"); err != nil || !bytes.Equal(got, files["b"]) {
+				t.Fatalf("read b: %v", err)
+			}
+		})
+	}
+}
