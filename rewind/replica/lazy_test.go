@@ -16,6 +16,7 @@ import (
 	"github.com/reynfs/reynfs/cas/objstore"
 	"github.com/reynfs/reynfs/cas/objstore/objstorefake"
 	"github.com/reynfs/reynfs/journal"
+	"github.com/reynfs/reynfs/rewind"
 )
 
 // lazyFixture is a workspace pushed to a fake remote and cloned lazily.
@@ -482,5 +483,29 @@ func TestLazyBackends(t *testing.T) {
 				t.Fatalf("read b: %v", err)
 			}
 		})
+	}
+}
+
+// TestLazyFsck: fsck of a lazy store counts the chunks on the remote as
+// such, not as damage; without the origin (no index naming them) the
+// same missing chunks are damage.
+func TestLazyFsck(t *testing.T) {
+	f := newLazyFixture(t)
+	l := f.open(t)
+	r, err := rewind.Fsck(f.j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Damaged() || r.OnRemote < 8 {
+		t.Errorf("fsck of a lazy store: damaged %v, %d on the remote; want clean with the chunks on the remote", r.Damaged(), r.OnRemote)
+	}
+	if n := ranged(f.fake); n != 0 {
+		t.Errorf("fsck fetched %d objects", n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = rewind.Fsck(f.j); err != nil || !r.Damaged() || r.OnRemote != 0 {
+		t.Errorf("fsck without the lazy origin: %v, damaged %v; want the missing chunks reported", err, r != nil && r.Damaged())
 	}
 }
