@@ -325,6 +325,9 @@ type LazyStatus struct {
 	PrefetchBytes    int64  `json:"prefetch_bytes"`
 	PrefetchRequests int64  `json:"prefetch_requests"`
 	Prefetching      bool   `json:"prefetching"` // the prefetcher runs
+	// Complete: every object was fetched while this daemon ran; the
+	// store is whole (later opens show no lazy part).
+	Complete bool `json:"complete,omitempty"`
 }
 
 // Gen describes a generation that was cut.

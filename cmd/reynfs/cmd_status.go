@@ -112,7 +112,10 @@ func printStatus(s *api.Status, asJSON bool) {
 	termsafe.Printf("records:  %d\n", s.Records)
 	termsafe.Printf("objects:  %d (%s)\n", s.Objects, human(s.ObjectBytes))
 	termsafe.Printf("size:     %s on disk\n", human(s.StoreBytes))
-	if l := s.Lazy; l != nil {
+	if l := s.Lazy; l != nil && l.Complete {
+		termsafe.Printf("lazy:     every object fetched from %s; the store is whole (on demand %d in %d requests, by prefetch %d in %d requests)\n",
+			l.Remote, l.DemandObjects, l.DemandRequests, l.PrefetchObjects, l.PrefetchRequests)
+	} else if l != nil {
 		state := "not prefetching"
 		if l.Prefetching {
 			state = "prefetching"

@@ -86,10 +86,12 @@ func (d *Daemon) closeLazy() {
 
 // lazyStatus is status's lazy part (nil: not lazy).
 func (d *Daemon) lazyStatus() *api.LazyStatus {
-	if d.lazy.origin == nil || d.lazy.origin.Complete() {
+	if d.lazy.origin == nil {
 		return nil
 	}
-	return LazyStatusOf(d.lazy.origin.Stats())
+	s := LazyStatusOf(d.lazy.origin.Stats())
+	s.Complete = d.lazy.origin.Complete()
+	return s
 }
 
 // lazyStatusOf is the lazy part of the status of the store j (nil: not
