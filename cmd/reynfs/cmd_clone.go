@@ -234,6 +234,9 @@ func adoptLazy(db, dir, origin string, prefetch bool) error {
 		return err
 	}
 	defer j.Close()
+	if err := attachLazy(j, db, false); err != nil { // a replay may read a chunk
+		return err
+	}
 	t, err := rewind.Reconstruct(j, j.Head())
 	if err != nil {
 		return err

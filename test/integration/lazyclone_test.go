@@ -149,3 +149,68 @@ func TestLazyClone(t *testing.T) {
 		t.Fatalf("diff -r after the clone's write-back: %v\n%.2000s", err, out)
 	}
 }
+
+// TestLazyClonePrefetch: a lazy clone mounted with the prefetcher on
+// fetches everything in the background, in fewer requests than objects,
+// and then says the store is whole; the files read nothing more.
+func TestLazyClonePrefetch(t *testing.T) {
+	requireFUSE(t)
+	requireTool(t, "diff")
+	base := t.TempDir()
+	src := filepath.Join(base, "proj")
+	for i := range 300 {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("d%d", i%7), fmt.Sprintf("f%03d", i)), bytes.Repeat([]byte{byte(i)}, 100+i*50), 0o644)
+	}
+	m := mountProject(t, src)
+	m.Unmount()
+	remote := filepath.Join(base, "remote")
+	if err := os.Mkdir(remote, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"remote", "add", "origin", "file://" + remote, "--dir", src, "--store", m.Store},
+		{"push", "--dir", src, "--store", m.Store},
+	} {
+		if r := m.Run(args...); r.Code != 0 {
+			t.Fatalf("reynfs %s: exit %d: %s%s", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	c := &Mount{t: t, Dir: filepath.Join(base, "clone"), Store: filepath.Join(base, "store2"), env: testEnv(t)}
+	t.Cleanup(c.cleanup)
+	if r := c.Run("clone", "--lazy", "file://"+remote+"#proj", c.Dir, "--store", c.Store); r.Code != 0 {
+		t.Fatalf("reynfs clone --lazy: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	c.Mount()
+	var st struct {
+		Lazy *struct {
+			Complete         bool  `json:"complete"`
+			PrefetchObjects  int64 `json:"prefetch_objects"`
+			PrefetchRequests int64 `json:"prefetch_requests"`
+			DemandRequests   int64 `json:"demand_requests"`
+		} `json:"lazy"`
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		r := c.Run("status", c.Dir, "--store", c.Store, "--json")
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+			t.Fatalf("status --json: %v: %s%s", err, r.Stdout, r.Stderr)
+		}
+		if st.Lazy != nil && st.Lazy.Complete {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the prefetcher did not finish in 2 minutes: %+v\n%s", st.Lazy, c.LogTail(5))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	l := st.Lazy
+	if l.PrefetchObjects < 290 || l.PrefetchRequests >= l.PrefetchObjects || l.DemandRequests != 0 {
+		t.Errorf("prefetch: %+v; want every object in fewer requests, none on demand", l)
+	}
+	t.Logf("prefetch: %+v", l)
+	if out, err := exec.Command("diff", "-r", src, c.Dir).CombinedOutput(); err != nil {
+		t.Fatalf("diff -r: %v\n%.2000s", err, out)
+	}
+	if r := c.Run("status", c.Dir, "--store", c.Store); !strings.Contains(r.Stdout, "the store is whole") {
+		t.Errorf("status after the prefetch: %s", r.Stdout)
+	}
+}
