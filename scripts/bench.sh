@@ -26,6 +26,9 @@
 #                    checkpoints and rewinds on a generated tree of 1M small files
 #                    (about 2 GB in the work directory)
 #   --scale-files N  files in the scale phase (default 1000000)
+#   --only remote    (only when named) push, clone and clone --lazy of a 10k-file
+#                    workspace with a git repository against versitygw on 127.0.0.1
+#                    (scripts/bench-remote.sh): wall time, requests, bytes
 #   --work DIR       scratch directory (default: a new /var/tmp/reynfs-bench.XXXXXX);
 #                    it must be on the disk you want to measure, and is removed at exit
 #   --keep           keep the scratch directory
@@ -68,7 +71,7 @@ while (($#)); do
 done
 [[ -z "$RUNS" || "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --runs wants a positive number" >&2; exit 2; }
 for p in ${ONLY//,/ }; do
-	case $p in fio | files | history | store | gc | recovery | micro | agents | scale) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
+	case $p in fio | files | history | store | gc | recovery | micro | agents | scale | remote) ;; *) echo "bench: unknown phase $p" >&2; exit 2 ;; esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
@@ -90,6 +93,7 @@ STORE_FILES=10000 STORE_GENS=100
 GC_MIB=300 # quick: 100
 [[ $MODE == quick ]] && GC_MIB=100
 SCALE_FILES=${SCALE_FILES:-1000000}
+REMOTE_FILES=10000
 [[ "$SCALE_FILES" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --scale-files wants a positive number" >&2; exit 2; }
 HIST_RUNS=$((RUNS < 5 ? 5 : RUNS)) # checkpoint and rewind are cheap: more runs
 [[ $MODE == quick ]] && HIST_RUNS=3
@@ -238,6 +242,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	for m in "${!RF_STORE[@]}"; do unmount_reynfs "$m"; done
 	for m in "${!LB_PID[@]}"; do unmount_loopback "$m"; done
+	stop_vgw
 	# whatever this run mounted under WORK and is still there
 	while read -r m; do umount -l "$m" 2>/dev/null || true; done < <(awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts)
 	if ((KEEP)); then
@@ -465,6 +470,8 @@ phase_files() {
 # The phases from history on are in their own file.
 # shellcheck source=scripts/bench-phases.sh
 source "$ROOT/scripts/bench-phases.sh"
+# shellcheck source=scripts/bench-remote.sh
+source "$ROOT/scripts/bench-remote.sh"
 
 # --- run -----------------------------------------------------------------------------------
 machine() {
@@ -488,7 +495,7 @@ say "machine: $(machine)"
 say "mode $MODE, work dir $WORK, log $LOG"
 ((ROOT_USER)) || warn "not root: cold-cache rows are skipped"
 START=$SECONDS
-for phase in fio files history store gc recovery micro agents scale; do
+for phase in fio files history store gc recovery micro agents scale remote; do
 	want "$phase" || continue
 	t0=$SECONDS
 	"phase_$phase"

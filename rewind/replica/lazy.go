@@ -26,7 +26,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -308,5 +307,3 @@ func readLazyMeta(dir string) (*lazyMeta, error) {
 	}
 	return &m, nil
 }
-
-var errStop = errors.New("stop")

@@ -187,6 +187,8 @@ def fmt(v, u=""):
         return "%.0f IOPS" % v
     if u == "MiB":
         return "%.1f MiB" % v
+    if u == "n":
+        return "%.0f" % v
     return "%.3g %s" % (v, u)
 
 
@@ -380,6 +382,26 @@ def scale_table(data, meta, out):
     out.append("| store on disk after unmount | %s | | |" % fmt(med(data, "scale-store", "reynfs"), "MiB"))
 
 
+def remote_table(data, meta, out):
+    """The remote phase (--only remote): push, clone and clone --lazy against versitygw."""
+    if ("remote-push", "reynfs") not in data:
+        return
+    n = meta.get("REMOTE_FILES", "?")
+    out.append("")
+    out.append("Remote: a %s-file workspace with a git repository, pushed to versitygw on 127.0.0.1" % n)
+    out.append("(`--only remote`), medians:")
+    out.append("")
+    out.append("| what | wall | requests | fetched |")
+    out.append("| --- | --: | --: | --: |")
+    out.append("| push | %s | | |" % fmt(med(data, "remote-push", "reynfs"), "s"))
+    for key, label in (("remote-clone", "clone"), ("remote-lazy", "clone --lazy --prefetch=false")):
+        out.append("| %s | %s | %s | %s |" % (label, fmt(med(data, key, "reynfs"), "s"),
+                   fmt(med(data, key + "-req", "reynfs"), "n"), fmt(med(data, key + "-mib", "reynfs"), "MiB")))
+    out.append("| mount of the lazy clone | %s | | |" % fmt(med(data, "remote-lazy-mount", "reynfs"), "s"))
+    out.append("| git status in the lazy clone | | %s | |" % fmt(med(data, "remote-lazy-gitstatus-req", "reynfs"), "n"))
+    out.append("| cat of one file in the lazy clone | | %s | |" % fmt(med(data, "remote-lazy-cat-req", "reynfs"), "n"))
+
+
 def p90(data, key, target):
     e = data.get((key, target))
     if not e or not e["values"]:
@@ -471,6 +493,7 @@ def report(results, metafile, md=None, doc=None):
     targets_table(data, meta, sizes, out)
     extra_table(data, meta, out)
     scale_table(data, meta, out)
+    remote_table(data, meta, out)
     micro = meta.get("MICRO_FILE")
     if micro and os.path.exists(micro):
         out.append("")
