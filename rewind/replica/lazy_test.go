@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -507,5 +508,47 @@ func TestLazyFsck(t *testing.T) {
 	}
 	if r, err = rewind.Fsck(f.j); err != nil || !r.Damaged() || r.OnRemote != 0 {
 		t.Errorf("fsck without the lazy origin: %v, damaged %v; want the missing chunks reported", err, r != nil && r.Damaged())
+	}
+}
+
+// TestLazyCloneTargets: a lazy clone at every kind of target (a
+// generation, a seq between generations, one on an abandoned branch,
+// head) reads, through its origin, the same states as the source, every
+// retained seq named alike, fsck clean (chunks on the remote are not
+// damage).
+func TestLazyCloneTargets(t *testing.T) {
+	ctx := context.Background()
+	s := newSource(t)
+	at := history(t, s)
+	b := objstorefake.New(t.Name())
+	if _, err := Push(ctx, s.j, b, "proj"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		target string
+		want   uint64
+	}{
+		{"g3", at["g-second"]},
+		{strconv.FormatUint(at["mid"], 10), at["mid"]},
+		{strconv.FormatUint(at["abandoned"], 10), at["abandoned"]},
+		{"", at["head"]},
+	} {
+		t.Run("at="+c.target, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "db")
+			res, err := CloneLazy(ctx, b, "proj", dir, c.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Target != c.want || !res.Lazy || res.RemoteObjects == 0 {
+				t.Fatalf("lazy clone: %+v; want target %d with objects on the remote", res, c.want)
+			}
+			cj := openClone(t, dir)
+			l, err := OpenLazy(ctx, cj, dir, LazyOptions{Backend: b, Log: zerolog.Nop()})
+			if err != nil || l == nil {
+				t.Fatalf("open lazy: %v %v", l, err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			checkClone(t, s.j, at, cj, c.want)
+		})
 	}
 }
