@@ -47,6 +47,7 @@ type Lazy struct {
 
 	demand                     atomic.Int64 // demand fetches in flight
 	joined                     atomic.Int64 // fetches that shared another's GET (tests)
+	yielded                    atomic.Int64 // prefetch batches that waited for demand fetches (tests)
 	demandWake                 chan struct{}
 	stats                      lazyCounters
 	remainObjs, remainBytes    atomic.Int64

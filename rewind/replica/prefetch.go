@@ -133,6 +133,7 @@ func (l *Lazy) prefetchBatch(ctx context.Context, batch []lazyEntry) error {
 		if l.demand.Load() == 0 {
 			break
 		}
+		l.yielded.Add(1)
 		select {
 		case <-wake:
 		case <-ctx.Done():
