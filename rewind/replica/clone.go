@@ -432,6 +432,14 @@ func (c *cloner) fetch(hs []cas.Hash, visit func(cas.Blob) error) error {
 				}
 				continue
 			}
+			// A lazy store's object stays on the remote (a fetch into
+			// a lazy clone).
+			if on, err := objs.OnRemote(h); err != nil || on {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 		} else if data, err := objs.Get(h); err == nil {
 			if err := visit(cas.Blob{Hash: h, Data: data}); err != nil {
 				return err

@@ -126,3 +126,36 @@ func TestLazyCloneTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestLazyFetch: fetch into a lazy clone brings the new records and
+// the objects they add, and leaves the objects still on the remote
+// there (the store stays lazy).
+func TestLazyFetch(t *testing.T) {
+	f := newLazyFixture(t)
+	l := f.open(t)
+	before := l.Stats().RemoteObjects
+	f.files["new"] = pattern(99, cas.ChunkSize+5)
+	f.src.write(t, "new", f.files["new"])
+	f.src.sync(t)
+	f.src.cut(t, "g2")
+	ctx := context.Background()
+	if _, err := Push(ctx, f.src.j, f.fake, "w"); err != nil {
+		t.Fatal(err)
+	}
+	f.fake.Reset()
+	if _, err := Fetch(ctx, f.j, f.fake, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if n := ranged(f.fake); n != 0 || l.Stats().RemoteObjects != before || !IsLazy(f.dir) {
+		t.Errorf("fetch into a lazy clone: %d ranged GETs, %d objects on the remote (was %d), lazy %v; want them left there",
+			n, l.Stats().RemoteObjects, before, IsLazy(f.dir))
+	}
+	if ok, _ := f.j.Objects().Has(f.chunks(t, "d/e")[0]); ok {
+		t.Error("fetch brought an object the lazy clone left on the remote")
+	}
+	for _, name := range []string{"new", "a"} {
+		if got, err := f.read(t, name); err != nil || !bytes.Equal(got, f.files[name]) {
+			t.Errorf("%s after the fetch: %v", name, err)
+		}
+	}
+}
