@@ -185,7 +185,8 @@
 // object of the batch in flight issues its own GET. When every object
 // is stored and the journal synced, the .lazy directory is removed and
 // the store is whole. A push from a lazy clone sends none of those
-// objects (the clone records them as held).
+// objects (the clone records them as held); a fetch into it leaves them
+// on the remote and fetches only the objects new records add.
 //
 // Not built: continuous replication, remote GC (invariant 5 holds
 // because nothing deletes), forks at targets other than a seq.
