@@ -59,8 +59,9 @@ type Badger struct {
 	// salvaged: a salvage open's tail also holds the log's indexed part
 	// (see Indexed), which ends here.
 	salvaged *Pos
-	inline   bool         // the index holds 'o' objects (format 1): look there first
-	logged   atomic.Int64 // bytes appended since open
+	inline   bool                    // the index holds 'o' objects (format 1): look there first
+	logged   atomic.Int64            // bytes appended since open
+	fetcher  atomic.Pointer[Fetcher] // a lazy clone's remote (fetcher.go)
 	fault    func(op string) error
 }
 

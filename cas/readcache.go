@@ -145,6 +145,9 @@ func (b *Badger) getVia(h Hash, dst []byte, chains bool) (data []byte, into bool
 		b.afterLookup()
 	}
 	if err == nil && !found {
+		if f := b.fetcher.Load(); f != nil {
+			return b.fetch(*f, h)
+		}
 		return nil, false, fmt.Errorf("get %s: %w", h.Short(), ErrNotFound)
 	}
 	into = false

@@ -19,11 +19,17 @@ type FsckReport struct {
 	BadRecords  []string    `json:"bad_records,omitempty"`
 	Generations []GenCheck  `json:"generations"`
 	Head        GenCheck    `json:"head"`
-	damaged     map[cas.Hash]error
-	memo        map[cas.Hash][]PathDamage
-	store       cas.Store
-	idx         indexer           // nil: the store cannot tell (see unindexed)
-	fresh       map[cas.Hash]bool // the head's objects not stored (its Root)
+	// OnRemote counts the chunks the retained trees reach that a lazy
+	// clone's store left on its remote (fetched on first read): not
+	// damage. A missing chunk no lazy index names still is.
+	OnRemote int `json:"on_remote,omitempty"`
+	remote   map[cas.Hash]bool
+	objs     *cas.Badger
+	damaged  map[cas.Hash]error
+	memo     map[cas.Hash][]PathDamage
+	store    cas.Store
+	idx      indexer           // nil: the store cannot tell (see unindexed)
+	fresh    map[cas.Hash]bool // the head's objects not stored (its Root)
 }
 
 // indexer is cas.Badger's Indexed: fsck opens a store to salvage from it,
@@ -93,7 +99,8 @@ func (r *FsckReport) Damaged() bool {
 // journal read-only (with journal.Options.Damaged to check a store Open
 // refuses). An error means the check itself could not run.
 func Fsck(j *journal.Journal) (*FsckReport, error) {
-	r := &FsckReport{Store: j.Damage(), damaged: map[cas.Hash]error{}, memo: map[cas.Hash][]PathDamage{}, store: j.Objects()}
+	r := &FsckReport{Store: j.Damage(), damaged: map[cas.Hash]error{}, memo: map[cas.Hash][]PathDamage{}, store: j.Objects(),
+		objs: j.Objects(), remote: map[cas.Hash]bool{}}
 	objs := j.Objects()
 	r.idx = objs
 	var hashes []cas.Hash
@@ -234,6 +241,15 @@ func (r *FsckReport) chunk(c cas.Hash) error {
 		return err
 	}
 	if !ok {
+		if on, err := r.objs.OnRemote(c); err != nil {
+			return err
+		} else if on {
+			if !r.remote[c] {
+				r.remote[c] = true
+				r.OnRemote++
+			}
+			return nil
+		}
 		return cas.ErrNotFound
 	}
 	return r.unindexed(c)

@@ -309,6 +309,28 @@ type Status struct {
 	// Remotes: each remote with a continuous sync or a shipped seq the
 	// store records (remote.go).
 	Remotes []RemoteSync `json:"remotes,omitempty"`
+	// Lazy: the store is a lazy clone (clone --lazy); absent when
+	// every object is local.
+	Lazy *LazyStatus `json:"lazy,omitempty"`
+}
+
+// LazyStatus is a lazy clone's progress: what is still on its remote
+// and what was fetched since the store was opened, on demand (a read of
+// an object the store lacked) and by the prefetcher.
+type LazyStatus struct {
+	Remote           string `json:"remote"`
+	RemoteObjects    int64  `json:"remote_objects"`
+	RemoteBytes      int64  `json:"remote_bytes"` // as stored (compressed) on the remote
+	DemandObjects    int64  `json:"demand_objects"`
+	DemandBytes      int64  `json:"demand_bytes"`
+	DemandRequests   int64  `json:"demand_requests"`
+	PrefetchObjects  int64  `json:"prefetch_objects"`
+	PrefetchBytes    int64  `json:"prefetch_bytes"`
+	PrefetchRequests int64  `json:"prefetch_requests"`
+	Prefetching      bool   `json:"prefetching"` // the prefetcher runs
+	// Complete: every object was fetched while this daemon ran; the
+	// store is whole (later opens show no lazy part).
+	Complete bool `json:"complete,omitempty"`
 }
 
 // Gen describes a generation that was cut.

@@ -11,8 +11,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/cmd/reynfs/termsafe"
+	"github.com/reynfs/reynfs/fs/tree"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
 	"github.com/reynfs/reynfs/rewind/replica"
@@ -20,15 +22,17 @@ import (
 
 type cloneOptions struct {
 	storeOptions
-	at     string
-	take   bool
-	asJSON bool
+	at       string
+	take     bool
+	lazy     bool
+	prefetch bool
+	asJSON   bool
 }
 
 func newCloneCommand() *cobra.Command {
 	var o cloneOptions
 	cmd := &cobra.Command{
-		Use:   "clone URL#WS DIR [--at TARGET | --take] [--store STORE]",
+		Use:   "clone URL#WS DIR [--at TARGET | --take | --lazy [--prefetch=false]] [--store STORE]",
 		Short: "Make a new workspace in DIR from a remote's workspace",
 		Long: `Fetch the workspace WS of the remote at URL (its whole history as the remote's head
 covers it: every record under its original seq, every object they reach) into a new
@@ -45,6 +49,15 @@ server's clock, clones the remote's head, and makes the new store the workspace'
 writer in a new epoch: 'reynfs push' from the clone then continues WS itself. A
 writer that comes back finds itself deposed; what it had not pushed is not in WS.
 
+--lazy fetches the records and the trees only (every directory and inode, so that
+stat, readdir and 'git status' need nothing more) and leaves file data on the remote:
+DIR is left empty, 'reynfs mount DIR' serves the clone at once, and each object is
+fetched with one ranged GET on its first read, verified and kept. After the mount a
+background prefetcher fetches the rest (--prefetch=false: not unless 'mount
+--prefetch' asks); 'reynfs status' shows what is still on the remote. The remote must
+stay reachable until then: a read of an object it cannot fetch fails (EIO) with a
+line in reynfs.log naming the remote. Unmounting fetches what is left, to write DIR.
+
 ` + remoteURLHelp + "\n\n" + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,6 +66,8 @@ writer that comes back finds itself deposed; what it had not pushed is not in WS
 	}
 	cmd.Flags().StringVar(&o.at, "at", "", "the state to make live (default: the remote's head)")
 	cmd.Flags().BoolVar(&o.take, "take", false, "take the workspace over once its writer's lease has expired")
+	cmd.Flags().BoolVar(&o.lazy, "lazy", false, "leave file data on the remote; fetch it on first read")
+	cmd.Flags().BoolVar(&o.prefetch, "prefetch", true, "with --lazy: a mount fetches the rest in the background")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the new workspace (default: the one 'reynfs mount DIR' uses)")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
 	return cmd
@@ -75,6 +90,12 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	}
 	if err := replica.CheckName(ws); err != nil {
 		return fmt.Errorf("%w: workspace %v", errUsage, err)
+	}
+	if o.lazy && o.take {
+		return fmt.Errorf("%w: --lazy cannot be combined with --take", errUsage)
+	}
+	if !o.lazy && !o.prefetch {
+		return fmt.Errorf("%w: --prefetch=false goes with --lazy", errUsage)
 	}
 	if o.take && o.at != "" {
 		return fmt.Errorf("%w: --take clones the remote's head; it cannot be combined with --at", errUsage)
@@ -121,6 +142,12 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 		err = exportLive(db, dest, b.String())
 	} else {
 		err = busy(!o.asJSON, "cloning "+src, func() error {
+			if o.lazy {
+				if res, err = replica.CloneLazy(ctx, b, ws, db, o.at); err != nil {
+					return err
+				}
+				return adoptLazy(db, dest, b.String(), o.prefetch)
+			}
 			if res, err = replica.Clone(ctx, b, ws, db, o.at); err != nil {
 				return err
 			}
@@ -136,6 +163,11 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	if o.take {
 		termsafe.Printf("took over %s#%s at seq %d (epoch %d): %d records, %d objects into %s, store %s; 'reynfs push' continues it\n",
 			raw, ws, res.Head, res.Epoch, res.Records, res.Objects, dest, store)
+		return nil
+	}
+	if o.lazy {
+		termsafe.Printf("cloned %s#%s lazily (seqs through %d: %d records, %d objects; %d objects, %s left on the remote) for %s, store %s; live: seq %d; 'reynfs mount %s' serves it\n",
+			raw, ws, res.Head, res.Records, res.Objects, res.RemoteObjects, human(res.RemoteBytes), dest, store, res.Target, dest)
 		return nil
 	}
 	termsafe.Printf("cloned %s#%s (seqs through %d: %d records, %d objects) into %s, store %s; live: seq %d\n",
@@ -188,4 +220,59 @@ func exportLive(db, dir, origin string) error {
 // within reports whether path is dir or below it.
 func within(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
+// adoptLazy is exportLive for a lazy clone: dir gets the root
+// directory's own attributes and nothing in it, and the store records
+// that dir holds exactly that (an empty tree with the live root's
+// attributes), so that the first mount finds no change made while
+// unmounted and serves the live tree; its write-back at unmount writes
+// the files.
+func adoptLazy(db, dir, origin string, prefetch bool) error {
+	j, err := journal.Open(db, journal.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	if err := attachLazy(j, db, false); err != nil { // a replay may read a chunk
+		return err
+	}
+	t, err := rewind.Reconstruct(j, j.Head())
+	if err != nil {
+		return err
+	}
+	root, _, err := t.Root()
+	if err != nil {
+		return err
+	}
+	data, err := j.Objects().Get(root)
+	if err != nil {
+		return err
+	}
+	in, err := cas.DecodeInode(data)
+	if err != nil {
+		return err
+	}
+	in.Entries = nil
+	empty, err := j.Objects().Put(cas.EncodeInode(in))
+	if err != nil {
+		return err
+	}
+	et, err := tree.Load(j.Objects(), empty)
+	if err != nil {
+		return err
+	}
+	since := time.Now().UnixNano()
+	if err := rewind.Export(et, nil, dir); err != nil {
+		return err
+	}
+	if err := daemon.Adopt(j, dir, empty, since); err != nil {
+		return err
+	}
+	if !prefetch {
+		if err := replica.SetLazyPrefetch(db, false); err != nil {
+			return err
+		}
+	}
+	return replica.SetRemote(j, "origin", origin)
 }

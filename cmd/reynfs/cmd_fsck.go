@@ -129,6 +129,9 @@ func runFsck(ctx context.Context, o fsckOptions, dir string) error {
 		return err
 	}
 	defer j.Close()
+	if err := attachLazy(j, db, true); err != nil {
+		return err
+	}
 	res.Report, err = rewind.Fsck(j)
 	if err != nil {
 		return err
@@ -181,6 +184,9 @@ func printFsck(res *fsckResult) {
 	fmt.Printf("tables:      %d verified\n", res.Tables)
 	fmt.Printf("objects:     %d re-hashed (%s), %d bad\n", r.Objects, human(r.ObjectBytes), len(r.BadObjects))
 	fmt.Printf("records:     %d decoded\n", r.Records)
+	if r.OnRemote > 0 {
+		fmt.Printf("on remote:   %d chunks a lazy clone left on its remote (fetched on first read; not damage)\n", r.OnRemote)
+	}
 	fmt.Printf("generations: %d checked\n", len(r.Generations))
 	for _, s := range r.Store {
 		fmt.Printf("DAMAGE store: %s\n", s)

@@ -23,19 +23,21 @@ import (
 )
 
 type mountOptions struct {
-	at, store  string
-	foreground bool
-	readyFd    int
-	newStore   bool // the spawning parent created the store folder
-	debug      bool
-	viewsName  string
-	viewsSet   bool // --views-name given; else the store's remembered name
-	private    bool
-	privateSet bool // --private-history given (true or false); else the store's remembered choice
-	asJSON     bool
-	sync       string        // --sync continuous|manual ("": as the store remembers)
-	remote     string        // --remote NAME of a continuous sync
-	syncDrain  time.Duration // --sync-drain: the unmount's wait for the rest to ship
+	at, store   string
+	foreground  bool
+	readyFd     int
+	newStore    bool // the spawning parent created the store folder
+	debug       bool
+	viewsName   string
+	viewsSet    bool // --views-name given; else the store's remembered name
+	private     bool
+	privateSet  bool // --private-history given (true or false); else the store's remembered choice
+	prefetch    bool
+	prefetchSet bool // --prefetch given; else what clone --lazy recorded
+	asJSON      bool
+	sync        string        // --sync continuous|manual ("": as the store remembers)
+	remote      string        // --remote NAME of a continuous sync
+	syncDrain   time.Duration // --sync-drain: the unmount's wait for the rest to ship
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -46,6 +48,7 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	f.StringVar(&o.viewsName, "views-name", "", "name the read-only history views `NAME` in the mount root, for a project with its own .reynfs (default .reynfs; remembered for later mounts)")
 	f.BoolVar(&o.private, "private-history", false, "only the mount's owner and root may browse the history views (remembered for later mounts; --private-history=false turns it off)")
+	f.BoolVar(&o.prefetch, "prefetch", true, "a lazy clone's store: fetch the objects still on the remote in the background (default: as clone --prefetch said)")
 	f.BoolVar(&o.asJSON, "json", false, "print where it is mounted as JSON (no progress line)")
 	f.StringVar(&o.sync, "sync", "", "`continuous`: replicate to a remote while mounted (remembered for later mounts); manual: turn that off")
 	f.StringVar(&o.remote, "remote", "", "the remote `NAME` of --sync continuous (default origin, or the store's only remote)")
@@ -90,6 +93,7 @@ for the rest to ship. The daemon keeps this command's environment (AWS credentia
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.viewsSet = cmd.Flags().Changed("views-name")
 			o.privateSet = cmd.Flags().Changed("private-history")
+			o.prefetchSet = cmd.Flags().Changed("prefetch")
 			return runMount(cmd.Context(), o, args[0])
 		},
 	}
@@ -162,6 +166,9 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 		Sync: o.sync, SyncRemote: o.remote, SyncDrain: o.syncDrain}
 	if o.privateSet {
 		cfg.PrivateHistory = &o.private
+	}
+	if o.prefetchSet {
+		cfg.Prefetch = &o.prefetch
 	}
 	switch {
 	case ready != nil:
@@ -274,6 +281,9 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 	}
 	if o.privateSet {
 		args = append(args, fmt.Sprintf("--private-history=%t", o.private))
+	}
+	if o.prefetchSet {
+		args = append(args, fmt.Sprintf("--prefetch=%t", o.prefetch))
 	}
 	if o.sync != "" {
 		args = append(args, "--sync", o.sync)

@@ -112,6 +112,18 @@ func printStatus(s *api.Status, asJSON bool) {
 	termsafe.Printf("records:  %d\n", s.Records)
 	termsafe.Printf("objects:  %d (%s)\n", s.Objects, human(s.ObjectBytes))
 	termsafe.Printf("size:     %s on disk\n", human(s.StoreBytes))
+	if l := s.Lazy; l != nil && l.Complete {
+		termsafe.Printf("lazy:     every object fetched from %s; the store is whole (on demand %d in %d requests, by prefetch %d in %d requests)\n",
+			l.Remote, l.DemandObjects, l.DemandRequests, l.PrefetchObjects, l.PrefetchRequests)
+	} else if l != nil {
+		state := "not prefetching"
+		if l.Prefetching {
+			state = "prefetching"
+		}
+		termsafe.Printf("lazy:     %d objects (%s) still on %s, %s; fetched on demand %d (%s, %d requests), by prefetch %d (%s, %d requests)\n",
+			l.RemoteObjects, human(l.RemoteBytes), l.Remote, state, l.DemandObjects, human(l.DemandBytes), l.DemandRequests,
+			l.PrefetchObjects, human(l.PrefetchBytes), l.PrefetchRequests)
+	}
 	if s.Mounted {
 		termsafe.Printf("inodes:   %d, %s buffered\n", s.Inodes, human(int64(s.Buffered)))
 		termsafe.Printf("runs:     %s (%s)\n", s.RunMode, s.RunModeReason)

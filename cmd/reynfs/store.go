@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/reynfs/reynfs/cmd/reynfs/daemon"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
+	"github.com/reynfs/reynfs/rewind/replica"
 )
 
 // openOffline opens the store of an unmounted workspace: read-only for a
@@ -42,6 +44,10 @@ func openOffline(dir, store string, readOnly bool) (*journal.Journal, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := attachLazy(j, db, readOnly); err != nil {
+		_ = j.Close()
+		return nil, err
+	}
 	if readOnly {
 		return j, nil
 	}
@@ -50,4 +56,14 @@ func openOffline(dir, store string, readOnly bool) (*journal.Journal, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// attachLazy makes a lazy clone's store (clone --lazy) fetch the objects
+// it lacks from its remote when a command reads them (export, show,
+// restore, fsck): replica.OpenLazy, kept with j until the process ends
+// (replica.LazyOf finds it). A read-only open does not keep what it
+// fetches.
+func attachLazy(j *journal.Journal, db string, readOnly bool) error {
+	_, err := replica.OpenLazy(context.Background(), j, db, replica.LazyOptions{ReadOnly: readOnly, Log: zerolog.Nop()})
+	return err
 }

@@ -198,6 +198,7 @@ const (
 // Fallocate preallocates (grows the size unless KEEP_SIZE), punches holes
 // or zeroes a range, through a handle opened in epoch e.
 func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length uint64) error {
+	l.warm(ino, off, length, true) // the partial chunks at the ends (live_lazy.go)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.refuseCancelled(c); err != nil {
@@ -238,6 +239,8 @@ func (l *Live) Fallocate(c Caller, ino uint64, e Epoch, mode uint32, off, length
 // through the write buffer; dstEpoch is the epoch of the handle written
 // through (see Epoch).
 func (l *Live) CopyRange(c Caller, src uint64, srcOff uint64, dst uint64, dstEpoch Epoch, dstOff, length uint64) (int, error) {
+	l.warm(src, srcOff, length, false) // read under the lock below (live_lazy.go)
+	l.warm(dst, dstOff, length, true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.refuseCancelled(c); err != nil {

@@ -72,6 +72,9 @@ const SetSize = 1 << 16
 // pending writes; a truncation to 0 stays pending until the next flush),
 // then the rest (one OpSetattr record).
 func (l *Live) SetAttr(c Caller, ino uint64, in SetAttrIn) (Stat, error) {
+	if in.Valid&SetSize != 0 && in.Size%cas.ChunkSize != 0 {
+		l.warm(ino, in.Size, 1, true) // the chunk the cut falls in (live_lazy.go)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.refuseCancelled(c); err != nil {

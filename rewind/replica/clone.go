@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -31,6 +34,49 @@ type CloneResult struct {
 	Packs    int    `json:"packs"`
 	Objects  int    `json:"objects"`
 	Bytes    int64  `json:"bytes"`
+	// A lazy clone's data objects left on the remote (fetched on first
+	// read), and their bytes as stored there.
+	Lazy          bool  `json:"lazy,omitempty"`
+	RemoteObjects int64 `json:"remote_objects,omitempty"`
+	RemoteBytes   int64 `json:"remote_bytes,omitempty"`
+	// Requests: every request the clone made to the remote.
+	Requests int64 `json:"requests"`
+}
+
+// counted is a Backend that counts the requests made through it.
+type counted struct {
+	objstore.Backend
+	n atomic.Int64
+}
+
+func (c *counted) Get(ctx context.Context, key string) ([]byte, objstore.Info, error) {
+	c.n.Add(1)
+	return c.Backend.Get(ctx, key)
+}
+
+func (c *counted) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	c.n.Add(1)
+	return c.Backend.GetRange(ctx, key, off, n)
+}
+
+func (c *counted) Stat(ctx context.Context, key string) (objstore.Info, error) {
+	c.n.Add(1)
+	return c.Backend.Stat(ctx, key)
+}
+
+func (c *counted) List(ctx context.Context, prefix string, fn func(objstore.Info) error) error {
+	c.n.Add(1) // one request per page on S3: a lower bound
+	return c.Backend.List(ctx, prefix, fn)
+}
+
+func (c *counted) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (objstore.Info, error) {
+	c.n.Add(1)
+	return c.Backend.PutIfMatch(ctx, key, data, etag)
+}
+
+func (c *counted) Now(ctx context.Context) (time.Time, error) {
+	c.n.Add(1)
+	return c.Backend.Now(ctx)
 }
 
 // Clone makes a new store in dir (a Badger directory, as journal.Open
@@ -42,29 +88,41 @@ type CloneResult struct {
 // reset record appended after the remote's records. On failure nothing
 // is left in dir.
 func Clone(ctx context.Context, b objstore.Backend, ws, dir, target string) (res *CloneResult, err error) {
-	return clone(ctx, b, ws, dir, target, false)
+	return clone(ctx, b, ws, dir, target, false, false)
+}
+
+// CloneLazy is Clone that fetches the tree packs whole and leaves the
+// data objects on the remote: the store records where each is (lazy.go)
+// and OpenLazy, on each open, fetches one on its first read.
+func CloneLazy(ctx context.Context, b objstore.Backend, ws, dir, target string) (res *CloneResult, err error) {
+	return clone(ctx, b, ws, dir, target, false, true)
 }
 
 // clone is Clone; take: take the workspace over (take.go) once the
 // records are written.
-func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take bool) (res *CloneResult, err error) {
+func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take, lazy bool) (res *CloneResult, err error) {
 	if err := CheckName(ws); err != nil {
 		return nil, fmt.Errorf("clone: workspace %w", err)
 	}
-	for _, p := range []string{dir, journal.LogPath(dir), journal.ManifestPath(dir)} {
+	for _, p := range []string{dir, journal.LogPath(dir), journal.ManifestPath(dir), LazyPath(dir)} {
 		if _, err := os.Lstat(p); err == nil {
 			return nil, fmt.Errorf("clone: %s exists; clone makes a new store", p)
 		}
 	}
+	cb := &counted{Backend: b}
+	b = cb
 	defer func() {
+		if res != nil {
+			res.Requests = cb.n.Load()
+		}
 		if err != nil {
-			for _, p := range []string{dir, journal.LogPath(dir), journal.ManifestPath(dir)} {
+			for _, p := range []string{dir, journal.LogPath(dir), journal.ManifestPath(dir), LazyPath(dir)} {
 				_ = os.RemoveAll(p)
 			}
 			err = fmt.Errorf("clone %s#%s: %w", b, ws, err)
 		}
 	}()
-	c := &cloner{ctx: ctx, b: b, ws: ws, res: &CloneResult{Remote: b.String(), WS: ws}}
+	c := &cloner{ctx: ctx, b: b, ws: ws, dir: dir, lazy: lazy, vcs: map[cas.Hash]bool{}, res: &CloneResult{Remote: b.String(), WS: ws, Lazy: lazy}}
 	cfg, err := remoteConfig(ctx, b, false)
 	if err != nil {
 		return nil, err
@@ -89,8 +147,29 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 	if c.loc, err = newLocal(j, cfg); err != nil {
 		return nil, err
 	}
+	c.cfg = cfg
 	if err := c.objects(recs); err != nil {
 		return nil, err
+	}
+	if lazy {
+		// Replaying records (a truncation inside a chunk) may read data.
+		lz, err := OpenLazy(ctx, j, dir, LazyOptions{Backend: b})
+		if err != nil {
+			return nil, err
+		}
+		defer lz.Close()
+		if err := lz.FetchNow(ctx, c.eager); err != nil {
+			return nil, err
+		}
+		if lz != nil && lz.remainObjs.Load() == 0 {
+			if err := lz.finish(); err != nil {
+				return nil, err
+			}
+		}
+		st := lz.Stats()
+		c.res.Objects += int(st.PrefetchObjs)
+		c.res.Bytes += st.PrefetchBytes
+		c.res.RemoteObjects, c.res.RemoteBytes = st.RemoteObjects, st.RemoteBytes
 	}
 	if err := c.write(recs); err != nil {
 		return nil, err
@@ -122,12 +201,22 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 
 type cloner struct {
 	ctx  context.Context
-	b    objstore.Backend
-	ws   string
-	j    *journal.Journal
-	head *Head
-	etag string // HEAD's, as read
-	res  *CloneResult
+	dir  string
+	lazy bool // leave the data objects on the remote (lazy.go)
+	cfg  *Config
+	// dataPacks: a lazy clone's data pack indexes (not in where).
+	dataPacks []dataPack
+	// vcs: the inode objects under a .git directory, but pack files; a
+	// lazy clone fetches their chunks (eager) at once: git status reads
+	// them all, and they are small next to the work tree.
+	vcs   map[cas.Hash]bool
+	eager []cas.Hash
+	b     objstore.Backend
+	ws    string
+	j     *journal.Journal
+	head  *Head
+	etag  string // HEAD's, as read
+	res   *CloneResult
 	// where: every object the index files name, and the pack holding it.
 	where map[cas.Hash]located
 	loc   local
@@ -234,12 +323,16 @@ func (c *cloner) indexes() error {
 			return err
 		}
 		id := strings.TrimSuffix(strings.TrimPrefix(k, "packs/"), ".idx")
+		c.res.Bytes += int64(len(data))
+		if c.lazy && x.Kind == KindData {
+			c.dataPacks = append(c.dataPacks, dataPack{id: id, x: x})
+			continue
+		}
 		for _, e := range x.Entries {
 			if _, ok := c.where[e.Hash]; !ok {
 				c.where[e.Hash] = located{pack: id, e: e}
 			}
 		}
-		c.res.Bytes += int64(len(data))
 	}
 	return nil
 }
@@ -282,11 +375,18 @@ func (c *cloner) objects(recs []*journal.Record) error {
 			if err != nil {
 				return fmt.Errorf("%w: inode object %s: %v", ErrCorrupt, b.Hash, err)
 			}
+			under := c.vcs[b.Hash]
 			for _, e := range in.Entries {
 				trees = append(trees, e.Object)
+				if c.lazy && (e.Name == ".git" || under && !strings.HasSuffix(e.Name, ".pack")) {
+					c.vcs[e.Object] = true
+				}
 			}
 			for _, ch := range in.Chunks {
 				data[ch] = true
+				if under {
+					c.eager = append(c.eager, ch)
+				}
 			}
 			return nil
 		})
@@ -295,7 +395,11 @@ func (c *cloner) objects(recs []*journal.Record) error {
 		}
 	}
 	delete(data, cas.Zero)
-	if err := c.fetch(slices.Collect(maps.Keys(data)), nil); err != nil {
+	if c.lazy {
+		if err := c.leave(data); err != nil {
+			return err
+		}
+	} else if err := c.fetch(slices.Collect(maps.Keys(data)), nil); err != nil {
 		return err
 	}
 	// The remote holds all of it, each tree whole: a push from the clone
@@ -326,6 +430,14 @@ func (c *cloner) fetch(hs []cas.Hash, visit func(cas.Blob) error) error {
 	for _, h := range hs {
 		if visit == nil {
 			if ok, err := objs.Has(h); err != nil || ok {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			// A lazy store's object stays on the remote (a fetch into
+			// a lazy clone).
+			if on, err := objs.OnRemote(h); err != nil || on {
 				if err != nil {
 					return err
 				}
@@ -460,5 +572,26 @@ func (c *cloner) makeLive(target string) error {
 		return err
 	}
 	c.res.Reset = r.Reset
+	return nil
+}
+
+// leave records where the data objects the store lacks are, instead of
+// fetching them (a lazy clone).
+func (c *cloner) leave(data map[cas.Hash]bool) error {
+	objs := c.j.Objects()
+	want := make([]cas.Hash, 0, len(data))
+	for h := range data {
+		if ok, err := objs.Has(h); err != nil {
+			return err
+		} else if !ok {
+			want = append(want, h)
+		}
+	}
+	slices.SortFunc(want, func(a, b cas.Hash) int { return bytes.Compare(a[:], b[:]) })
+	n, size, err := writeLazy(c.dir, c.b.String(), c.cfg.ID, c.dataPacks, want)
+	if err != nil {
+		return err
+	}
+	c.res.RemoteObjects, c.res.RemoteBytes = n, size
 	return nil
 }

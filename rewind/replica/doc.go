@@ -170,8 +170,6 @@
 // of it claims it in epoch 2 (a later clone's push is deposed).
 // A clone records every object the index files name as held (not their
 // subtrees), so a push from a fork's clone sends only what is new.
-// Not built: lazy clone.
-//
 // # Forget and the start of a workspace (forget.go)
 //
 // `forget --remote` keeps a workspace's history from a generation on: it
@@ -294,4 +292,35 @@
 // TestFloorHolds here; test/integration/sync_test.go on a real mount
 // (kill -9 mid-stream leaves a prefix of acknowledged writes on the
 // remote, retention while the remote is gone, the versity gateway).
+//
+// # Lazy clone (lazy.go, lazyfetch.go, prefetch.go)
+//
+// CloneLazy is Clone without the data packs: it reads the segments,
+// every index file and the tree packs whole (so every inode object is
+// local: stat, readdir, the tree walk of a rewind need nothing more),
+// fetches the chunks of the files under a .git directory but pack files
+// at once (git status reads them all), in coalesced ranged GETs, and
+// records where every other data object the records reach is, beside
+// the store: <store>.lazy/index (entries hash, pack, compression,
+// offset, stored and raw length; sorted by hash, binary-searched by
+// pread, never loaded), order (the same by pack and offset, for the
+// prefetcher) and origin.json (remote URL and id, pack ids, totals).
+// OpenLazy (on every open of such a store: the daemon, offline
+// commands, fsck) sets a cas.Fetcher on the store: cas's single lookup
+// under Get, GetOnce, GetOnceInto and ReadRange asks it on a miss. It
+// fetches one object with one GetRange of its bytes in its pack,
+// verifies it (Object: damage is cas.ErrCorrupt naming the pack key),
+// stores it and returns it; concurrent readers of one object share one
+// request; a failure (cas.ErrFetch, never ErrNotFound, so the live
+// tree's retry under its lock does not happen) is answered again from
+// memory for FailFor. The prefetcher walks the order file in ranges of
+// up to PrefetchBatch bytes of one pack, one request at a time, waiting
+// before each until no demand fetch is in flight; a demand read for an
+// object of the batch in flight issues its own GET. When every object
+// is stored and the journal synced, the .lazy directory is removed and
+// the store is whole. A push from a lazy clone sends none of those
+// objects (the clone records them as held); a fetch into it leaves them
+// on the remote and fetches only the objects new records add.
+//
+// Not built: follower mounts (mount --follow), remote repacking.
 package replica

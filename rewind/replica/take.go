@@ -70,7 +70,7 @@ func Take(ctx context.Context, b objstore.Backend, ws, dir string, o TakeOptions
 		case <-t.C:
 		}
 	}
-	return clone(ctx, b, ws, dir, "", true)
+	return clone(ctx, b, ws, dir, "", true, false)
 }
 
 // takeOver writes the HEAD that makes the new store the workspace's

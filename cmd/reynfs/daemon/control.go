@@ -213,7 +213,7 @@ func (d *Daemon) Status() (*Status, error) {
 		StoreBytes: size, Inodes: inodes, Buffered: buffered,
 		Uptime:    time.Since(d.started).Round(time.Second).String(),
 		ViewsName: d.views, PrivateHistory: d.private,
-		RunMode: string(mode), RunModeReason: why, Remotes: remotes,
+		RunMode: string(mode), RunModeReason: why, Remotes: remotes, Lazy: d.lazyStatus(),
 	}, nil
 }
 

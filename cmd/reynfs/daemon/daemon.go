@@ -67,6 +67,9 @@ type Config struct {
 	Sync       string
 	SyncRemote string
 	SyncDrain  time.Duration
+	// Prefetch: a lazy clone's prefetcher runs (mount --prefetch); nil
+	// keeps what clone --prefetch recorded (on by default).
+	Prefetch *bool
 }
 
 // Daemon is one served workspace.
@@ -96,6 +99,7 @@ type Daemon struct {
 	mem         memReturner    // free heap pages back to the system after a rewind (memlimit.go)
 	sync        *syncer        // replication (sync.go); set once mounted
 	syncWarn    string         // what the unmount's sync left unshipped
+	lazy        lazyState      // a lazy clone's origin and prefetcher (lazy.go)
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -119,8 +123,12 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	fail := func(err error) (*Daemon, error) {
 		_ = d.ln.Close()
+		d.closeLazy()
 		_ = j.Close()
 		return nil, err
+	}
+	if err := d.openLazy(); err != nil {
+		return fail(err)
 	}
 	if err := rewind.Reindex(j); err != nil {
 		return fail(err)
@@ -193,6 +201,7 @@ func Start(cfg Config) (*Daemon, error) {
 	d.startSync(syncing)
 	go d.flusher()
 	go d.collector()
+	d.startPrefetch()
 	go func() {
 		d.fs.Wait()
 		d.finish()
@@ -376,6 +385,7 @@ func (d *Daemon) finish() {
 	d.unmountOnce.Do(func() {
 		defer close(d.done)
 		d.closeRuns() // before the write-back: a run left going would write under it
+		d.finishLazy()
 		g, err := d.svc.RW.Cut(rewind.KindAuto, "unmount")
 		shipped := make(chan string, 1) // the sync ships the rest meanwhile
 		go func() { shipped <- d.stopSync() }()
@@ -388,6 +398,7 @@ func (d *Daemon) finish() {
 		d.syncWarn = <-shipped
 		d.closeDir()
 		stopCollector(d.j)
+		d.closeLazy()
 		if cerr := d.j.Close(); err == nil {
 			err = cerr
 		}

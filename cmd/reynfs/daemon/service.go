@@ -443,5 +443,5 @@ func (s *Service) StoreStatus(store string) (*Status, error) {
 	}
 	return &Status{Dir: string(dir), Store: store, HeadSeq: s.J.Head(), Records: s.J.Head(),
 		Objects: objs, ObjectBytes: bytes, StoreBytes: size, ViewsName: cmp.Or(string(views), fs.ViewDir),
-		PrivateHistory: private}, nil
+		PrivateHistory: private, Lazy: lazyStatusOf(s.J)}, nil
 }
