@@ -101,15 +101,6 @@ func newGCSceneWith(t *testing.T, b objstore.Backend, condemn bool, beforeForget
 	return g
 }
 
-func packKeys2(t *testing.T, b objstore.Backend) map[string]bool {
-	t.Helper()
-	out := map[string]bool{}
-	if err := b.List(context.Background(), "packs/", func(i objstore.Info) error { out[i.Key] = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func allKeys(t *testing.T, b objstore.Backend) []string {
 	t.Helper()
 	var out []string

@@ -361,7 +361,7 @@ func TestSyncKill9(t *testing.T) {
 // daemon inherits them and ships.
 func TestSyncVersity(t *testing.T) {
 	requireFUSE(t)
-	g := objstoretest.StartVersityGW(t)
+	g := objstoretest.StartS3(t)
 	url := g.NewBucket(t)
 	dir := filepath.Join(t.TempDir(), "proj")
 	if err := os.Mkdir(dir, 0o755); err != nil {

@@ -41,9 +41,6 @@ type S3Server struct {
 	kill      func()
 }
 
-// VersityGW is the S3Server of the tests written before SeaweedFS.
-type VersityGW = S3Server
-
 // ServerEnv names the S3 server the tests start: versitygw (the
 // default) or seaweedfs.
 const ServerEnv = "REYNFS_S3_SERVER"
@@ -64,9 +61,6 @@ func StartS3(t testing.TB) *S3Server {
 		return nil
 	}
 }
-
-// StartVersityGW is StartS3 (the name its first callers used).
-func StartVersityGW(t testing.TB) *S3Server { t.Helper(); return StartS3(t) }
 
 // missing skips t for a server binary that is not installed, or fails
 // it under CI=true.
