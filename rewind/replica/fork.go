@@ -124,7 +124,8 @@ func ForkAt(ctx context.Context, b objstore.Backend, parent, target, ws string) 
 // resolveRemote resolves target against workspace ws's records as its
 // HEAD covers them.
 func resolveRemote(ctx context.Context, b objstore.Backend, ws, target string) (seq uint64, err error) {
-	if _, err := remoteConfig(ctx, b, false); err != nil {
+	cfg, err := remoteConfig(ctx, b, false)
+	if err != nil {
 		return 0, err
 	}
 	h, _, err := ReadHead(ctx, b, ws)
@@ -151,6 +152,13 @@ func resolveRemote(ctx context.Context, b objstore.Backend, ws, target string) (
 	}()
 	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h}
 	if err := c.write(recs); err != nil {
+		return 0, err
+	}
+	loc, err := newLocal(j, cfg)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := pullNames(ctx, b, loc, ws, h); err != nil { // a branch name is a target too
 		return 0, err
 	}
 	return rewind.Resolve(j, target)

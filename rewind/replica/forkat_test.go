@@ -21,6 +21,9 @@ func TestForkAtTarget(t *testing.T) {
 	fake := objstorefake.New("forkat")
 	s := newSource(t)
 	at := history(t, s)
+	if err := rewind.SetName(s.j, "named", at["abandoned"]); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Push(ctx, s.j, fake, "w"); err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +39,7 @@ func TestForkAtTarget(t *testing.T) {
 		{"g2", "by-gen"},
 		{"-1", "by-relative"},
 		{"mid", "by-seq"},
+		{"named", "by-branch-name"},
 	}
 	for _, c := range cases {
 		target := c.target
