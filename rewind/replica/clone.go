@@ -208,7 +208,10 @@ type cloner struct {
 	dataPacks []dataPack
 	// vcs: the inode objects under a .git directory, but pack files; a
 	// lazy clone fetches their chunks (eager) at once: git status reads
-	// them all, and they are small next to the work tree.
+	// the index and the commit and tree objects, which a loose object's
+	// name does not tell from a blob (without this, 19 demand requests
+	// in TestLazyClone). With loose objects that is most of .git, which
+	// may be most of the data (docs/benchmarks.md, "Remote").
 	vcs   map[cas.Hash]bool
 	eager []cas.Hash
 	b     objstore.Backend

@@ -299,7 +299,9 @@
 // every index file and the tree packs whole (so every inode object is
 // local: stat, readdir, the tree walk of a rewind need nothing more),
 // fetches the chunks of the files under a .git directory but pack files
-// at once (git status reads them all), in coalesced ranged GETs, and
+// at once (git status reads the index and commit and tree objects, and
+// a loose object's name does not tell a tree from a blob), in coalesced
+// ranged GETs, and
 // records where every other data object the records reach is, beside
 // the store: <store>.lazy/index (entries hash, pack, compression,
 // offset, stored and raw length; sorted by hash, binary-searched by

@@ -33,9 +33,6 @@ type Segment struct {
 	Records            []*journal.Record
 }
 
-// Key is the segment's key in workspace ws.
-func (s *Segment) Key(ws string) string { return SegmentKey(ws, s.Epoch, s.First, s.Last) }
-
 // SegmentKey names the segment of epoch e with seqs first..last of ws
 // as reynfs wrote them before segment keys had salt (see saltedKey).
 func SegmentKey(ws string, e, first, last uint64) string {
