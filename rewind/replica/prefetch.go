@@ -95,21 +95,15 @@ func (l *Lazy) FetchNow(ctx context.Context, hs []cas.Hash) error {
 	if l == nil || len(hs) == 0 {
 		return nil
 	}
-	les := make([]lazyEntry, 0, len(hs))
-	for _, h := range hs {
-		le, ok, err := l.index.find(h)
-		if err != nil {
-			return err
-		}
-		if ok {
-			les = append(les, le)
-		}
+	les, err := l.index.findAll(hs)
+	if err != nil {
+		return err
 	}
 	slices.SortFunc(les, func(a, b lazyEntry) int {
 		return cmp.Or(cmp.Compare(a.pack, b.pack), cmp.Compare(a.e.Off, b.e.Off))
 	})
 	les = slices.CompactFunc(les, func(a, b lazyEntry) bool { return a.e.Hash == b.e.Hash })
-	err := l.fetchAll(ctx, func(fn func(lazyEntry) error) error {
+	err = l.fetchAll(ctx, func(fn func(lazyEntry) error) error {
 		for _, le := range les {
 			if err := fn(le); err != nil {
 				return err
