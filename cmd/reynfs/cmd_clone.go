@@ -168,6 +168,9 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	if o.lazy {
 		termsafe.Printf("cloned %s#%s lazily (seqs through %d: %d records, %d objects; %d objects, %s left on the remote) for %s, store %s; live: seq %d; 'reynfs mount %s' serves it\n",
 			raw, ws, res.Head, res.Records, res.Objects, res.RemoteObjects, human(res.RemoteBytes), dest, store, res.Target, dest)
+		if res.PinError != "" {
+			termsafe.Fprintf(os.Stderr, "reynfs: warning: could not pin the data left on the remote (%s); 'reynfs gc --remote' may delete what this clone has not fetched once its generations are forgotten\n", res.PinError)
+		}
 		return nil
 	}
 	termsafe.Printf("cloned %s#%s (seqs through %d: %d records, %d objects) into %s, store %s; live: seq %d\n",

@@ -62,6 +62,9 @@ func runRemoteGC(ctx context.Context, o storeOptions, dir, remote string, grace 
 		termsafe.Printf("waiting for the grace: %s\n", gcSet(res.Pending))
 	}
 	termsafe.Printf("kept %d packs (%s) with live objects; %s in them is reached by nothing (what a repack would free)\n", res.Kept, human(res.KeptBytes), human(res.DeadBytes))
+	if res.Pins+res.PinsRemoved > 0 {
+		termsafe.Printf("lazy clones' pins: %d (keeping %d packs nothing else reaches); %d expired pins %sremoved\n", res.Pins, res.PinnedPacks, res.PinsRemoved, would)
+	}
 	return nil
 }
 

@@ -39,6 +39,12 @@ type CloneResult struct {
 	Lazy          bool  `json:"lazy,omitempty"`
 	RemoteObjects int64 `json:"remote_objects,omitempty"`
 	RemoteBytes   int64 `json:"remote_bytes,omitempty"`
+	// PinnedPacks: the data packs the lazy clone's pin holds against
+	// remote GC (pins.go); PinError: why it could not be written (the
+	// clone is whole and usable; gc may delete what it has not fetched
+	// once generations it reads are forgotten).
+	PinnedPacks int    `json:"pinned_packs,omitempty"`
+	PinError    string `json:"pin_error,omitempty"`
 	// Requests: every request the clone made to the remote.
 	Requests int64 `json:"requests"`
 }
@@ -123,6 +129,11 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 		}
 	}()
 	c := &cloner{ctx: ctx, b: b, ws: ws, dir: dir, lazy: lazy, vcs: map[cas.Hash]bool{}, res: &CloneResult{Remote: b.String(), WS: ws, Lazy: lazy}}
+	defer func() {
+		if err != nil && c.res.PinnedPacks > 0 {
+			_ = dropPin(context.WithoutCancel(ctx), b, c.pinStore) // the store it held for is gone
+		}
+	}()
 	cfg, err := remoteConfig(ctx, b, false)
 	if err != nil {
 		return nil, err
@@ -214,12 +225,14 @@ type cloner struct {
 	// may be most of the data (docs/benchmarks.md, "Remote").
 	vcs   map[cas.Hash]bool
 	eager []cas.Hash
-	b     objstore.Backend
-	ws    string
-	j     *journal.Journal
-	head  *Head
-	etag  string // HEAD's, as read
-	res   *CloneResult
+	// pinStore: the store id a lazy clone's pin was written for.
+	pinStore string
+	b        objstore.Backend
+	ws       string
+	j        *journal.Journal
+	head     *Head
+	etag     string // HEAD's, as read
+	res      *CloneResult
 	// where: every object the index files name, and the pack holding it.
 	where map[cas.Hash]located
 	loc   local
@@ -591,10 +604,24 @@ func (c *cloner) leave(data map[cas.Hash]bool) error {
 		}
 	}
 	slices.SortFunc(want, func(a, b cas.Hash) int { return bytes.Compare(a[:], b[:]) })
-	n, size, err := writeLazy(c.dir, c.b.String(), c.cfg.ID, c.dataPacks, want)
+	n, size, pinned, err := writeLazy(c.dir, c.b.String(), c.cfg.ID, c.ws, c.dataPacks, want)
 	if err != nil {
 		return err
 	}
 	c.res.RemoteObjects, c.res.RemoteBytes = n, size
+	if len(pinned) == 0 {
+		return nil
+	}
+	// The pin before anything else is written locally: a remote GC
+	// from here on keeps these packs (pins.go).
+	store, err := c.j.StoreID()
+	if err != nil {
+		return err
+	}
+	if err := writePin(c.ctx, c.b, c.ws, store, pinned); err != nil {
+		c.res.PinError = err.Error()
+	} else {
+		c.res.PinnedPacks, c.pinStore = len(pinned), store
+	}
 	return nil
 }

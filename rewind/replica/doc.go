@@ -23,6 +23,8 @@
 //	                                have none)
 //	ws/<name>/names/<hex of N>      a branch name N given to a seq
 //	                                (names.go); immutable, PutIfAbsent
+//	pins/<store id>.json            a lazy clone's pin on the data packs it
+//	                                reads from (pins.go)
 //	gc/state                        {"format":1,"gen":N}: remote GC's generation
 //	gc/condemned-<time>-<rand>.json what one GC run found dead (gc.go)
 //
@@ -208,7 +210,8 @@
 // a condemned pack's objects or a condemned segment's records again
 // writes them under new keys, so no write can land between that check
 // and the delete), is
-// deleted, a pack's .idx before its .pack; what is live again is left
+// deleted, a pack's .idx before its .pack; what is live again (or
+// named by a lazy clone's unexpired pin, pins.go) is left
 // (un-condemned); the list is deleted last. Before a run deletes its
 // first pack it bumps gc/state's generation (compare-and-swap). Last,
 // what is dead and named by no pending list goes into a new list with

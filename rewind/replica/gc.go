@@ -76,12 +76,18 @@ type GCResult struct {
 	Pending   GCSet `json:"pending"`
 	// Kept: packs with a live object; DeadBytes: the stored bytes of
 	// their objects nothing reaches (what a repack would gain).
-	Kept      int      `json:"kept_packs"`
-	KeptBytes int64    `json:"kept_bytes"`
-	DeadBytes int64    `json:"dead_bytes_in_kept"`
-	Lists     []string `json:"lists"`   // condemned lists written
-	Removed   []string `json:"removed"` // condemned lists finished and deleted
-	Gen       uint64   `json:"gen"`     // gc/state's generation after the run
+	Kept      int   `json:"kept_packs"`
+	KeptBytes int64 `json:"kept_bytes"`
+	DeadBytes int64 `json:"dead_bytes_in_kept"`
+	// Pins: lazy clones' unexpired pins (pins.go); PinnedPacks: packs
+	// kept only because a pin names them; PinsRemoved: pins deleted,
+	// expired for longer than the grace.
+	Pins        int      `json:"pins"`
+	PinnedPacks int      `json:"pinned_packs"`
+	PinsRemoved int      `json:"pins_removed"`
+	Lists       []string `json:"lists"`   // condemned lists written
+	Removed     []string `json:"removed"` // condemned lists finished and deleted
+	Gen         uint64   `json:"gen"`     // gc/state's generation after the run
 }
 
 // ErrGC: a remote GC that refuses to run (bad options, a list it
@@ -144,9 +150,34 @@ func gc(ctx context.Context, b objstore.Backend, o GCOptions) (*GCResult, error)
 	if res.Gen, _, err = readGCState(ctx, b); err != nil {
 		return nil, err
 	}
+	// Lazy clones' pins (pins.go), read after the mark: each unexpired
+	// one keeps its packs.
+	pins, err := readPins(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	for _, pin := range pins {
+		if now.After(pin.Expires) {
+			if now.After(pin.Expires.Add(o.Grace)) {
+				if !o.DryRun {
+					if err := dropPin(ctx, b, pin.Store); err != nil {
+						return nil, err
+					}
+				}
+				res.PinsRemoved++
+			}
+			continue
+		}
+		res.Pins++
+		for _, id := range pin.Packs {
+			if p := m.packs[id]; p != nil {
+				p.pinned = true
+			}
+		}
+	}
 	deadPack := func(id string) bool {
 		p := m.packs[id]
-		return p == nil || p.live == 0
+		return p == nil || p.live == 0 && !p.pinned
 	}
 	listed := map[string]bool{}
 	bumped := false
@@ -233,7 +264,10 @@ func gc(ctx context.Context, b objstore.Backend, o GCOptions) (*GCResult, error)
 	var c Condemned
 	for _, id := range slices.Sorted(maps.Keys(m.packs)) {
 		p := m.packs[id]
-		if p.live > 0 {
+		if p.live == 0 && p.pinned {
+			res.PinnedPacks++
+		}
+		if p.live > 0 || p.pinned {
 			res.Kept++
 			res.KeptBytes += p.packBytes + p.idxBytes
 			res.DeadBytes += p.deadBytes

@@ -20,6 +20,7 @@ type packInfo struct {
 	kind      byte
 	entries   []IndexEntry
 	live      int   // entries marked live
+	pinned    bool  // named by a lazy clone's unexpired pin (gc.go)
 	deadBytes int64 // stored bytes of the entries not live
 }
 

@@ -64,6 +64,11 @@ type lazyMeta struct {
 	// NoPrefetch: clone --prefetch=false; a mount does not prefetch
 	// unless told to.
 	NoPrefetch bool `json:"no_prefetch,omitempty"`
+	// WS and Pinned: the workspace cloned and the packs holding the
+	// objects left on the remote, which the store's pin holds against
+	// remote GC (pins.go). Empty in a store cloned before pins.
+	WS     string   `json:"ws,omitempty"`
+	Pinned []string `json:"pinned,omitempty"`
 }
 
 // SetLazyPrefetch records whether a mount of the lazy store at dir
@@ -133,11 +138,12 @@ type dataPack struct {
 // unique; every one must be in one of packs) into LazyPath(dir), the
 // directory made new. It returns how many objects and stored bytes
 // stay on the remote.
-func writeLazy(dir, remote, id string, packs []dataPack, want []cas.Hash) (objects, bytes_ int64, err error) {
+func writeLazy(dir, remote, id, ws string, packs []dataPack, want []cas.Hash) (objects, bytes_ int64, pinned []string, err error) {
 	// Every data pack's entries, merged by hash (each index is sorted):
 	// the first pack naming an object wins, as in a clone's where.
 	slices.SortFunc(packs, func(a, b dataPack) int { return cmp.Compare(a.id, b.id) })
 	pos := make([]int, len(packs))
+	used := make([]bool, len(packs))
 	entries := make([]lazyEntry, 0, len(want))
 	for _, h := range want {
 		found := false
@@ -155,36 +161,40 @@ func writeLazy(dir, remote, id string, packs []dataPack, want []cas.Hash) (objec
 			}
 		}
 		if !found {
-			return 0, 0, fmt.Errorf("%w: object %s is in no pack index", ErrCorrupt, h)
+			return 0, 0, nil, fmt.Errorf("%w: object %s is in no pack index", ErrCorrupt, h)
 		}
 		entries = append(entries, best)
+		used[best.pack] = true
 		objects++
 		bytes_ += int64(best.e.Stored)
 	}
 	ld := LazyPath(dir)
 	if err := os.Mkdir(ld, 0o700); err != nil {
-		return 0, 0, fmt.Errorf("lazy: %w", err)
+		return 0, 0, nil, fmt.Errorf("lazy: %w", err)
 	}
 	if err := writeEntries(filepath.Join(ld, lazyIndex), entries); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	slices.SortFunc(entries, func(a, b lazyEntry) int {
 		return cmp.Or(cmp.Compare(a.pack, b.pack), cmp.Compare(a.e.Off, b.e.Off))
 	})
 	if err := writeEntries(filepath.Join(ld, lazyOrder), entries); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	ids := make([]string, len(packs))
 	for i, p := range packs {
 		ids[i] = p.id
+		if used[i] {
+			pinned = append(pinned, p.id)
+		}
 	}
-	meta, _ := json.Marshal(lazyMeta{Remote: remote, ID: id, Packs: ids, Objects: objects, Bytes: bytes_})
+	meta, _ := json.Marshal(lazyMeta{Remote: remote, ID: id, Packs: ids, Objects: objects, Bytes: bytes_, WS: ws, Pinned: pinned})
 	// origin.json last: a store without it is not lazy (a clone cut off
 	// before it is removed whole anyway).
 	if err := writeSynced(filepath.Join(ld, lazyOrigin), meta); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	return objects, bytes_, syncDir(ld)
+	return objects, bytes_, pinned, syncDir(ld)
 }
 
 func writeEntries(path string, entries []lazyEntry) error {

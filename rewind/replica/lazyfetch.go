@@ -137,7 +137,13 @@ func OpenLazy(ctx context.Context, j *journal.Journal, dir string, o LazyOptions
 	if l.remainObjs.Load() == 0 && l.store {
 		l.complete.Store(true)
 		_ = ix.f.Close()
-		return nil, removeLazy(dir)
+		if err := removeLazy(dir); err != nil {
+			return nil, err
+		}
+		if err := l.unpin(); err != nil {
+			l.log.Warn().Err(err).Str("remote", meta.Remote).Msg("lazy store: whole, but its pin on the remote could not be deleted; it expires by itself")
+		}
+		return nil, nil
 	}
 	l.objs.SetFetcher(l)
 	j.Attached(lazyKey{}, func() any { return &lazyHolder{} }).(*lazyHolder).l.Store(l)

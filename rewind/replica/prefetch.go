@@ -191,6 +191,10 @@ func (l *Lazy) finish() error {
 	if err := removeLazy(l.dir); err != nil {
 		return err
 	}
+	if err := l.unpin(); err != nil {
+		// Harmless beyond keeping packs from gc until it expires.
+		l.log.Warn().Err(err).Str("remote", l.meta.Remote).Msg("lazy store: whole, but its pin on the remote could not be deleted; it expires by itself")
+	}
 	l.log.Info().Str("remote", l.meta.Remote).Int64("objects", l.stats.prefetchObjs.Load()+l.stats.demandObjs.Load()).Msg("lazy store: every object fetched; the store is whole")
 	return nil
 }

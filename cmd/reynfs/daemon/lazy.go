@@ -11,6 +11,7 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/journal"
@@ -35,7 +36,11 @@ func (d *Daemon) openLazy() error {
 	return nil
 }
 
-// startPrefetch runs the prefetcher in the background when asked to.
+// startPrefetch renews the store's pin on the remote (pins.go in
+// rewind/replica), then runs the prefetcher, both in the background;
+// the prefetcher only when asked to. One goroutine, in that order: the
+// prefetcher deletes the pin when the store becomes whole, and a renewal
+// after it would leave a pin nothing deletes.
 func (d *Daemon) startPrefetch() {
 	l := d.lazy.origin
 	if l == nil || l.Complete() {
@@ -45,13 +50,19 @@ func (d *Daemon) startPrefetch() {
 	if d.cfg.Prefetch != nil {
 		on = *d.cfg.Prefetch
 	}
-	if !on {
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.lazy.stop, d.lazy.done = cancel, make(chan struct{})
 	go func() {
 		defer close(d.lazy.done)
+		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+		err := l.RenewPin(rctx)
+		rcancel()
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn().Err(err).Str("remote", l.Remote()).Msg("lazy store: could not renew its pin on the remote; remote gc may delete data not fetched yet once generations it reads are forgotten")
+		}
+		if !on {
+			return
+		}
 		if err := l.Prefetch(ctx); err != nil && ctx.Err() == nil {
 			d.log.Error().Err(err).Str("remote", l.Remote()).Msg("lazy store: prefetch stopped; reads still fetch what they need")
 		}
