@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,9 @@ func TestLazyPinKeepsPacks(t *testing.T) {
 			t.Fatalf("pinned %s after gc: %v", PackKey(id), err)
 		}
 	}
+	if rep, err := Fsck(ctx, fake, ""); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("fsck --remote with a pin: %+v, %v", rep, err)
+	}
 	f.j = openClone(t, f.dir)
 	l := f.open(t)
 	if got, err := f.read(t, "a.bin"); err != nil || !bytes.Equal(got, want) {
@@ -114,6 +118,36 @@ func TestPinExpires(t *testing.T) {
 	}
 	if pins, err := readPins(ctx, fake); err != nil || len(pins) != 0 {
 		t.Fatalf("pins left: %+v, %v", pins, err)
+	}
+}
+
+// TestFsckPins: fsck --remote reports a damaged pin and an unexpired
+// pin whose pack is gone.
+func TestFsckPins(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New("pinfsck")
+	if _, err := remoteConfig(ctx, fake, true); err != nil {
+		t.Fatal(err)
+	}
+	gone := "00000000000000000000000000000000000000000000000000000000000000aa"
+	if err := writePin(ctx, fake, "w", "store1", []string{gone}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.Put(ctx, pinKey("store2"), []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Fsck(ctx, fake, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"pins/store1.json: pinned packs/" + gone + ".pack is gone", "pins/store2.json: "}
+	if len(rep.Problems) != len(want) {
+		t.Fatalf("fsck problems %q; want %d", rep.Problems, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(rep.Problems[i], w) {
+			t.Errorf("problem %q; want it to start %q", rep.Problems[i], w)
+		}
 	}
 }
 
