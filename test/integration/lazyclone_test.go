@@ -180,6 +180,18 @@ func TestLazyClonePrefetch(t *testing.T) {
 	if r := c.Run("clone", "--lazy", "file://"+remote+"#proj", c.Dir, "--store", c.Store); r.Code != 0 {
 		t.Fatalf("reynfs clone --lazy: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
+	// The clone pins the data packs it reads from, until it is whole.
+	pins := func() []string {
+		t.Helper()
+		names, err := filepath.Glob(filepath.Join(remote, "pins", "*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	if p := pins(); len(p) != 1 {
+		t.Fatalf("pins after clone --lazy: %q; want one", p)
+	}
 	c.Mount()
 	var st struct {
 		Lazy *struct {
@@ -212,5 +224,8 @@ func TestLazyClonePrefetch(t *testing.T) {
 	}
 	if r := c.Run("status", c.Dir, "--store", c.Store); !strings.Contains(r.Stdout, "the store is whole") {
 		t.Errorf("status after the prefetch: %s", r.Stdout)
+	}
+	if p := pins(); len(p) != 0 {
+		t.Errorf("pins once the store is whole: %q; want none", p)
 	}
 }
