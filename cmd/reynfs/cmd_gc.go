@@ -17,8 +17,9 @@ func newGCCommand() *cobra.Command {
 	var dry, asJSON bool
 	var remote string
 	var grace time.Duration
+	repack := true
 	cmd := &cobra.Command{
-		Use:   "gc [--keep N] [--dry-run] [--json] | gc --remote NAME [--grace D] [--dry-run] [--json]",
+		Use:   "gc [--keep N] [--dry-run] [--json] | gc --remote NAME [--grace D] [--repack=false] [--dry-run] [--json]",
 		Short: "Collect history past the retention windows now (mounted or not)",
 		Long: `Run the collector now: apply the store's retention windows (see 'reynfs retention'),
 drop the records and generations below the floors, drop the objects nothing retained
@@ -32,11 +33,11 @@ after the oldest of them. A rewind, restore, diff or view below the floor is ref
 ` + retentionHelp + "\n\n" + exitCodeHelp,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if remote != "" || cmd.Flags().Changed("grace") {
+			if remote != "" || cmd.Flags().Changed("grace") || cmd.Flags().Changed("repack") {
 				if cmd.Flags().Changed("keep") {
 					return fmt.Errorf("%w: gc --remote takes no --keep (remote history follows 'reynfs forget --remote')", errUsage)
 				}
-				return runRemoteGC(cmd.Context(), o, dir, remote, grace, cmd.Flags().Changed("grace"), dry, asJSON)
+				return runRemoteGC(cmd.Context(), o, dir, remote, grace, cmd.Flags().Changed("grace"), replica.GCOptions{DryRun: dry, NoRepack: !repack}, asJSON)
 			}
 			if keep < 0 || (cmd.Flags().Changed("keep") && keep < 1) {
 				return fmt.Errorf("%w: gc --keep N needs N ≥ 1", errUsage)
@@ -76,6 +77,7 @@ after the oldest of them. A rewind, restore, diff or view below the floor is ref
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what would go, change nothing")
 	cmd.Flags().StringVar(&remote, "remote", "", "collect this remote (a remote name of this store, or a URL) instead of the store")
 	cmd.Flags().DurationVar(&grace, "grace", replica.DefaultGrace, "with --remote: how long a condemned pack or segment waits before a later run deletes it")
+	cmd.Flags().BoolVar(&repack, "repack", true, "with --remote: copy the live objects of packs at least half dead into new packs, so the old ones can go")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&dir, "dir", ".", "the project directory (or a path inside it)")
 	cmd.Flags().StringVar(&o.store, "store", "", "store folder of the workspace")

@@ -15,14 +15,17 @@ mark what every workspace's HEAD reaches (from its floor, through a fork's paren
 the packs and segments nothing reaches into a condemned list on the remote, and delete
 what an older list named once it is older than --grace (24h by default, by the server's
 clock) and still unreached. So a first run deletes nothing; run it again after the grace
-(cron does). A pack with some live objects stays: its dead bytes are reported. Pushes
-running meanwhile never lose an object ('reynfs forget --remote' moves a workspace's
-floor).`
+(cron does). A pack at least half dead (by 256 KiB or more) has its live objects copied
+into a new pack and is condemned with the rest (--repack=false leaves it); other packs
+with some live objects stay, their dead bytes reported. A pack a lazy clone pinned stays
+whole. Pushes running meanwhile never lose an object ('reynfs forget --remote' moves a
+workspace's floor).`
 
-func runRemoteGC(ctx context.Context, o storeOptions, dir, remote string, grace time.Duration, graceSet, dry, asJSON bool) error {
+func runRemoteGC(ctx context.Context, o storeOptions, dir, remote string, grace time.Duration, graceSet bool, g replica.GCOptions, asJSON bool) error {
 	if remote == "" {
-		return fmt.Errorf("%w: --grace goes with --remote NAME", errUsage)
+		return fmt.Errorf("%w: --grace and --repack go with --remote NAME", errUsage)
 	}
+	dry := g.DryRun
 	if grace < 0 {
 		return fmt.Errorf("%w: --grace %s: want a duration ≥ 0", errUsage, grace)
 	}
@@ -35,7 +38,8 @@ func runRemoteGC(ctx context.Context, o storeOptions, dir, remote string, grace 
 	}
 	var res *replica.GCResult
 	err = busy(!asJSON, "collecting "+b.String(), func() error {
-		res, err = replica.GC(ctx, b, replica.GCOptions{Grace: grace, DryRun: dry})
+		g.Grace = grace
+		res, err = replica.GC(ctx, b, g)
 		return err
 	})
 	if errors.Is(err, replica.ErrGC) {
@@ -53,6 +57,12 @@ func runRemoteGC(ctx context.Context, o storeOptions, dir, remote string, grace 
 	}
 	termsafe.Printf("remote %s: %d workspaces marked (server time %s, grace %s)\n", res.Remote, res.Workspaces, res.Now.Format(time.RFC3339), res.Grace)
 	termsafe.Printf("%sdeleted: %s; %d un-condemned (reached again)\n", would, gcSet(res.Deleted), res.Revived)
+	if r := res.Repacked; r.Packs > 0 && dry {
+		termsafe.Printf("would be repacked: %d packs (%s) at least half dead; %s of live objects to copy\n", r.Packs, human(r.PackBytes), human(r.LiveBytes))
+	} else if r.Packs > 0 {
+		termsafe.Printf("repacked: %d packs (%s) at least half dead, condemned in the list; %s of live objects copied into %d new packs (%s)\n",
+			r.Packs, human(r.PackBytes), human(r.LiveBytes), r.Written, human(r.WrittenBytes))
+	}
 	termsafe.Printf("%scondemned: %s", would, gcSet(res.Condemned))
 	for _, l := range res.Lists {
 		termsafe.Printf(" in %s", l)

@@ -93,7 +93,9 @@ func TestForgetGCRemote(t *testing.T) {
 		{[]string{"forget", "--remote", "origin", "--ws", "a/b", "g2", "--dir", proj}, exitUsage},
 		{[]string{"gc", "--remote", "origin", "--keep", "2", "--dir", proj}, exitUsage},
 		{[]string{"gc", "--remote", "origin", "--grace", "-1h", "--dir", proj}, exitUsage},
-		{[]string{"gc", "--grace", "1h", "--dir", proj}, exitUsage}, // --grace without --remote
+		{[]string{"gc", "--grace", "1h", "--dir", proj}, exitUsage},  // --grace without --remote
+		{[]string{"gc", "--repack=false", "--dir", proj}, exitUsage}, // --repack without --remote
+		{[]string{"gc", "--remote", "origin", "--repack=false", "--dry-run", "--dir", proj}, 0},
 	} {
 		if code := run(c.args); code != c.code {
 			t.Errorf("reynfs %s: exit %d, want %d", strings.Join(c.args, " "), code, c.code)

@@ -215,8 +215,13 @@
 // (un-condemned); the list is deleted last. Before a run deletes its
 // first pack it bumps gc/state's generation (compare-and-swap). Last,
 // what is dead and named by no pending list goes into a new list with
-// the server's time. Packs with some live objects stay (no repacking):
-// their dead bytes are reported, what a repack would free.
+// the server's time. A pack at least half dead (by repackMinDead or
+// more) is repacked: its live objects are copied into new packs, each
+// written before its index, and it goes into the run's list with the
+// dead ones; the next run's mark takes those objects from the new
+// packs (it avoids packs a pending list names), so after the grace the
+// old pack is dead and deleted (gcrepack.go). Other packs with some
+// live objects stay: their dead bytes are reported.
 //
 // Crash order: a run cut off before the bump, or between any two
 // deletions, leaves its list, and the next run finds the same things
@@ -327,5 +332,5 @@
 // objects (the clone records them as held); a fetch into it leaves them
 // on the remote and fetches only the objects new records add.
 //
-// Not built: follower mounts (mount --follow), remote repacking.
+// Not built: follower mounts (mount --follow).
 package replica

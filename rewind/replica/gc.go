@@ -47,6 +47,9 @@ type Condemned struct {
 type GCOptions struct {
 	Grace  time.Duration // 0: DefaultGrace; negative is refused
 	DryRun bool          // mark and report, write and delete nothing
+	// NoRepack: leave packs that are mostly dead as they are
+	// (gcrepack.go).
+	NoRepack bool
 }
 
 // GCSet counts packs and segments with their bytes (a pack's: .pack
@@ -76,9 +79,13 @@ type GCResult struct {
 	Pending   GCSet `json:"pending"`
 	// Kept: packs with a live object; DeadBytes: the stored bytes of
 	// their objects nothing reaches (what a repack would gain).
-	Kept      int   `json:"kept_packs"`
-	KeptBytes int64 `json:"kept_bytes"`
-	DeadBytes int64 `json:"dead_bytes_in_kept"`
+	// Repacked: packs at least half dead whose live objects this run
+	// copied into new packs (Written) and condemned (in Lists, not in
+	// Condemned); in a dry run, what it would copy.
+	Repacked  RepackSet `json:"repacked"`
+	Kept      int       `json:"kept_packs"`
+	KeptBytes int64     `json:"kept_bytes"`
+	DeadBytes int64     `json:"dead_bytes_in_kept"`
 	// Pins: lazy clones' unexpired pins (pins.go); PinnedPacks: packs
 	// kept only because a pin names them; PinsRemoved: pins deleted,
 	// expired for longer than the grace.
@@ -262,10 +269,15 @@ func gc(ctx context.Context, b objstore.Backend, o GCOptions) (*GCResult, error)
 		}
 	}
 	var c Condemned
+	var repacks []string
 	for _, id := range slices.Sorted(maps.Keys(m.packs)) {
 		p := m.packs[id]
 		if p.live == 0 && p.pinned {
 			res.PinnedPacks++
+		}
+		if !o.NoRepack && repackable(p) && !listed[PackKey(id)] {
+			repacks = append(repacks, id)
+			continue
 		}
 		if p.live > 0 || p.pinned {
 			res.Kept++
@@ -279,6 +291,30 @@ func gc(ctx context.Context, b objstore.Backend, o GCOptions) (*GCResult, error)
 		c.Packs = append(c.Packs, id)
 		res.Condemned.Packs++
 		res.Condemned.PackBytes += p.packBytes + p.idxBytes
+	}
+	if len(repacks) > 0 {
+		if o.DryRun {
+			for _, id := range repacks {
+				p := m.packs[id]
+				res.Repacked.Packs++
+				res.Repacked.PackBytes += p.packBytes + p.idxBytes
+				for _, e := range p.entries {
+					if m.liveObjs[e.Hash] && m.where[e.Hash] == p {
+						res.Repacked.LiveBytes += int64(e.Stored)
+					}
+				}
+			}
+		} else {
+			// The new packs are written before the list that condemns
+			// the old ones: a run cut off between leaves objects in two
+			// packs, and the next run condemns whichever its mark does
+			// not take them from.
+			done, err := repack(ctx, b, m, repacks, res)
+			if err != nil {
+				return nil, err
+			}
+			c.Packs = append(c.Packs, done...)
+		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(m.segments)) {
 		if m.live[key] || listed[key] {

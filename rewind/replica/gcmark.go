@@ -30,6 +30,7 @@ type marked struct {
 	segments   map[string]int64 // every segment key under ws/, with its size
 	live       map[string]bool  // live segment keys
 	liveObjs   map[cas.Hash]bool
+	where      map[cas.Hash]*packInfo // the pack the mark takes each object from
 	workspaces int
 }
 
@@ -117,6 +118,7 @@ func mark(ctx context.Context, b objstore.Backend, avoid map[string]bool) (*mark
 			return nil, err
 		}
 	}
+	k.m.where = k.where
 	for _, p := range k.m.packs {
 		for _, e := range p.entries {
 			if !k.m.liveObjs[e.Hash] || k.where[e.Hash] != p {
