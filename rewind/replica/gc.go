@@ -309,11 +309,10 @@ func gc(ctx context.Context, b objstore.Backend, o GCOptions) (*GCResult, error)
 			// the old ones: a run cut off between leaves objects in two
 			// packs, and the next run condemns whichever its mark does
 			// not take them from.
-			done, err := repack(ctx, b, m, repacks, res)
-			if err != nil {
+			if err := repack(ctx, b, m, repacks, res); err != nil {
 				return nil, err
 			}
-			c.Packs = append(c.Packs, done...)
+			c.Packs = append(c.Packs, repacks...)
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(m.segments)) {

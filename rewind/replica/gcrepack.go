@@ -59,21 +59,21 @@ type repacker struct {
 }
 
 // repack copies the live objects of the packs ids (each repackable)
-// into new packs and returns, once every new pack and index is written,
-// the ids it emptied; the caller condemns them.
-func repack(ctx context.Context, b objstore.Backend, m *marked, ids []string, res *GCResult) ([]string, error) {
+// into new packs; when it returns nil every new pack and index is
+// written, and the caller condemns ids.
+func repack(ctx context.Context, b objstore.Backend, m *marked, ids []string, res *GCResult) error {
 	r := &repacker{ctx: ctx, b: b, m: m, pending: map[byte][]cas.Blob{}, size: map[byte]int{}, res: res}
 	for _, id := range ids {
 		if err := r.copy(m.packs[id]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, kind := range slices.Sorted(maps.Keys(r.pending)) {
 		if err := r.flush(kind); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return ids, nil
+	return nil
 }
 
 // copy reads pack p whole (checked), and queues the objects the mark
