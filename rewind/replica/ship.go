@@ -333,6 +333,15 @@ func (s *Shipper) ship(p *pusher) error {
 	if err == nil { // branch names, after the HEAD covering their seqs (names.go)
 		_, err = pushNames(p.ctx, s.j, s.b, p.loc, s.ws, p.current().Seq)
 	}
+	if err == nil && p.res.Segments > 0 && !p.noCompact {
+		// One merge per ship, after HEAD advanced (compact.go): a
+		// large one is a step of its own between ships. A failure
+		// stops compaction for the session, never the shipping.
+		if _, cerr := p.compact(1, time.Second); cerr != nil && p.check() == nil {
+			p.noCompact = true
+			s.o.Log.Warn().Str("remote", s.b.String()).Str("ws", s.ws).Err(cerr).Msg("sync: segment compaction failed; retried next session")
+		}
+	}
 	if lost := p.check(); lost != nil {
 		err = lost
 	}
