@@ -402,3 +402,36 @@ func TestCompactPlan(t *testing.T) {
 		t.Fatalf("plan past the cap: %v", g)
 	}
 }
+
+// TestCompactShipRounds: a Shipper's rounds merge (one merge a round,
+// after HEAD); a merge that fails does not fail the round (shipping goes
+// on) and stops merging for the session; the next session merges again.
+func TestCompactShipRounds(t *testing.T) {
+	fake := objstorefake.New("ship")
+	s := newSource(t)
+	d := newShipDriver(t, s, fake, "w")
+	i := 0
+	for ; i < 15; i++ {
+		d.round(t, s, i)
+	}
+	failed := failMerge(fake)
+	for ; i < 40; i++ {
+		d.round(t, s, i)
+	}
+	fake.SetHook(nil)
+	if h, _, err := ReadHead(context.Background(), fake, "w"); err != nil || h.Seq != s.j.Head() || !failed.Load() {
+		t.Fatalf("HEAD %+v, %v; head %d; the merge failed: %v", h, err, s.j.Head(), failed.Load())
+	}
+	if n := len(tiling(t, fake, "w")); n != 40 || !d.p.noCompact {
+		t.Fatalf("%d segments in the tiling after a session whose first merge failed, want 40 (merging off: %v)", n, d.p.noCompact)
+	}
+	d.close()
+	d.open(t)
+	for ; i < 300; i++ {
+		d.round(t, s, i)
+	}
+	if n := len(tiling(t, fake, "w")); n > 20 {
+		t.Fatalf("%d segments in the tiling after 300 rounds", n)
+	}
+	checkCompacted(t, fake, s, "w", 300/8)
+}
