@@ -363,9 +363,10 @@
 // then from its own writes. A push merges up to 64 times or 10 s after
 // its last HEAD; a merge that fails fails the push (its records are
 // shipped: HEAD was written) and the next push tries again. A Shipper
-// merges once per ship that wrote a segment (a large merge is then a
-// step of its own between ships); a failure is logged and stops
-// merging for that session, never the shipping.
+// merges after each ship that wrote a segment, up to 4 times and
+// starting none after 200 ms (a large merge is then a step of its own
+// between ships); a failure is logged and stops merging for that
+// session, never the shipping.
 //
 // GC: the replaced segments are in no reader's tiling, so gc --remote
 // condemns them and deletes them after the grace like any dead segment
