@@ -435,3 +435,39 @@ func TestCompactShipRounds(t *testing.T) {
 	}
 	checkCompacted(t, fake, s, "w", 300/8)
 }
+
+// TestCompactTakeover: after a takeover, the taker's pushes merge its
+// epoch's segments and never one across the epochs (no key on the
+// remote spans the boundary); a clone is the taker's history exactly.
+func TestCompactTakeover(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New("take")
+	a := newSource(t)
+	for i := range 10 {
+		onePush(t, a, fake, "w", i)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	res, err := Take(ctx, fake, "w", dir, TakeOptions{Poll: 100 * time.Millisecond})
+	if err != nil || res.Epoch != 2 {
+		t.Fatalf("take: %+v, %v", res, err)
+	}
+	c := reopen(t, dir)
+	merged := 0
+	for i := 10; i < 40; i++ {
+		merged += onePush(t, c, fake, "w", i).Compacted
+	}
+	h, _, err := ReadHead(ctx, fake, "w")
+	if err != nil || len(h.Epochs) != 2 || merged == 0 {
+		t.Fatalf("HEAD %+v, %v after %d merges", h, err, merged)
+	}
+	cut := h.Epochs[1].First
+	for _, k := range fake.Keys() {
+		if e, first, last, ok := ParseSegmentKey("w", k); ok && first < cut && last >= cut {
+			t.Errorf("%s (epoch %d) spans the takeover at seq %d", k, e, cut)
+		}
+	}
+	if n := len(tiling(t, fake, "w")); n > 10+16 {
+		t.Fatalf("%d segments in the tiling", n)
+	}
+	checkCompacted(t, fake, c, "w", 10+16)
+}
