@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -319,11 +320,31 @@ func TestCompactFetchMid(t *testing.T) {
 	if first > got || last <= got {
 		t.Fatalf("the merged segment %s does not hold the clone's seq %d", key, got)
 	}
+	live := tiling(t, fake, "w") // what gc keeps
 	fetch := func(cj *journal.Journal) {
 		t.Helper()
+		var read []string
+		fake.SetHook(func(op objstorefake.Op, key string) error {
+			if op == objstorefake.OpGet && strings.Contains(key, "/seg/") {
+				read = append(read, key)
+			}
+			return nil
+		})
 		res, err := Fetch(ctx, cj, fake, "w")
+		fake.SetHook(nil)
 		if err != nil || res.From != got+1 || res.Through != s.j.Head() {
 			t.Fatalf("fetch from %d: %+v, %v", got, res, err)
+		}
+		// It reads the merged segment across its first seq and the
+		// tiling after it, as a reader from seq 1 does: no segment gc
+		// may have condemned.
+		if len(read) == 0 || read[0] != key || !slices.Contains(live, read[len(read)-1]) || len(read) > len(live) {
+			t.Fatalf("fetch from %d read %v; the tiling is %v", got, read, live)
+		}
+		for _, k := range read {
+			if !slices.Contains(live, k) {
+				t.Fatalf("fetch from %d read %s, which is not in the tiling %v", got, k, live)
+			}
 		}
 		sameRecords(t, s.j, cj, s.j.Head())
 		checkClone(t, s.j, nil, cj, s.j.Head())
