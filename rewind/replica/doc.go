@@ -368,6 +368,13 @@
 // between ships); a failure is logged and stops merging for that
 // session, never the shipping.
 //
+// Readers need nothing new: cover takes the longest segment at each
+// seq; a fork whose seq lies inside a merged segment reads it whole and
+// drops the records past its seq (coverPast); a fetch from a seq inside
+// one reads it too (tile tries the outermost segment across its first
+// seq before a tiling starting there), so that every reader reads only
+// segments of the tiling a reader from Start reads, the ones gc keeps.
+//
 // GC: the replaced segments are in no reader's tiling, so gc --remote
 // condemns them and deletes them after the grace like any dead segment
 // (a clone or fork reading them when the list was made has the grace
