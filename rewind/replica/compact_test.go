@@ -57,15 +57,19 @@ func (g *segGets) Get(ctx context.Context, key string) ([]byte, objstore.Info, e
 }
 
 // sameRecords fails unless cj holds src's records through head, byte
-// for byte.
+// for byte (from src's floor: below it src dropped records).
 func sameRecords(t *testing.T, src, cj *journal.Journal, head uint64) {
 	t.Helper()
+	floor, err := src.Floor()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var a, b [][]byte
 	for _, x := range []struct {
 		j   *journal.Journal
 		out *[][]byte
 	}{{src, &a}, {cj, &b}} {
-		err := x.j.Iter(1, func(r *journal.Record) error {
+		err := x.j.Iter(floor, func(r *journal.Record) error {
 			if r.Seq <= head {
 				*x.out = append(*x.out, journal.Encode(r))
 			}
@@ -491,4 +495,52 @@ func TestCompactTakeover(t *testing.T) {
 		t.Fatalf("%d segments in the tiling", n)
 	}
 	checkCompacted(t, fake, c, "w", 10+16)
+}
+
+// TestCompactFromRemote: a merge whose range starts below the store's
+// floor (records it dropped after pushing them) is made from the
+// remote's segments (GETs), and is exact.
+func TestCompactFromRemote(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New("remote")
+	s := newSource(t)
+	off := Options{CompactK: -1}
+	for i := range 20 {
+		s.write(t, fmt.Sprintf("f%d.txt", i%7), []byte(fmt.Sprintf("round %d\n", i)))
+		g := uint64(0)
+		if i == 3 {
+			g = s.cut(t, "g") // pushed with the write before it
+		}
+		s.sync(t)
+		res, err := PushWith(ctx, s.j, fake, "w", off)
+		if err != nil || res.Compacted != 0 {
+			t.Fatalf("push %d: %+v, %v", i, res, err)
+		}
+		if g != 0 {
+			if _, err := s.j.Truncate(g); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	floor, err := s.j.Floor()
+	if err != nil || floor <= 1 {
+		t.Fatalf("floor %d, %v", floor, err)
+	}
+	var gets atomic.Int64
+	fake.SetHook(func(op objstorefake.Op, key string) error {
+		if op == objstorefake.OpGet && strings.Contains(key, "/seg/") {
+			gets.Add(1)
+		}
+		return nil
+	})
+	res := onePush(t, s, fake, "w", 20)
+	fake.SetHook(nil)
+	if res.Compacted == 0 || gets.Load() < DefaultCompactK {
+		t.Fatalf("push below the floor %d: %+v, %d segment GETs", floor, res, gets.Load())
+	}
+	key, first, _ := mergedKey(t, fake, "w", 10)
+	if first >= floor {
+		t.Fatalf("the merged segment %s starts at or above the floor %d", key, floor)
+	}
+	checkCompacted(t, fake, s, "w", 10)
 }
