@@ -333,7 +333,7 @@ func (s *Shipper) ship(p *pusher) error {
 	if err == nil { // branch names, after the HEAD covering their seqs (names.go)
 		_, err = pushNames(p.ctx, s.j, s.b, p.loc, s.ws, p.current().Seq)
 	}
-	if err == nil && p.res.Segments > 0 && !p.noCompact {
+	if err == nil && p.res.Segments > 0 && !p.noCompact && s.drainCtx() == nil { // not while Stop drains
 		// A few merges per ship, after HEAD advanced (compact.go),
 		// none started once shipCompactFor has passed: a large one is
 		// a step of its own between ships. A failure stops compaction
