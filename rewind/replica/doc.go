@@ -365,8 +365,8 @@
 // shipped: HEAD was written) and the next push tries again. A Shipper
 // merges after each ship that wrote a segment, up to 4 times and
 // starting none after 200 ms (a large merge is then a step of its own
-// between ships); a failure is logged and stops merging for that
-// session, never the shipping.
+// between ships; none while Stop drains); a failure is logged and
+// stops merging for that session, never the shipping.
 //
 // Readers need nothing new: cover takes the longest segment at each
 // seq; a fork whose seq lies inside a merged segment reads it whole and
