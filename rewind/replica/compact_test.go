@@ -544,3 +544,41 @@ func TestCompactFromRemote(t *testing.T) {
 	}
 	checkCompacted(t, fake, s, "w", 10)
 }
+
+// TestCompactOrder: over 40 pushes, invariants 1-3 hold (checkOrder),
+// and every merged segment (its range already covered by segments
+// written before it) is written after a HEAD covering its last seq.
+func TestCompactOrder(t *testing.T) {
+	s := newSource(t)
+	rec := &recorder{Backend: objstorefake.New("order")}
+	merged := 0
+	for i := range 40 {
+		merged += onePush(t, s, rec, "w", i).Compacted
+	}
+	log := rec.requests()
+	checkOrder(t, s.j.Objects(), "w", log)
+	var segs []seg
+	head, merges := uint64(0), 0
+	for i, q := range log {
+		switch {
+		case q.key == HeadKey("w") && strings.HasPrefix(q.op, "putif"):
+			h, err := DecodeHead(q.key, q.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			head = h.Seq
+		case q.op == "put" && strings.HasPrefix(q.key, segPrefix("w")):
+			_, first, last, _ := ParseSegmentKey("w", q.key)
+			if cover(segs, first, last) != nil {
+				merges++
+				if last > head {
+					t.Errorf("request %d: merged segment %s written when HEAD covered only %d", i, q.key, head)
+				}
+			}
+			segs = append(segs, seg{key: q.key, first: first, last: last})
+		}
+	}
+	if merges != merged || merged == 0 {
+		t.Fatalf("%d merged segments in the log, the pushes say %d", merges, merged)
+	}
+}
