@@ -384,6 +384,14 @@
 // record per seq, byte for byte, and no segment missing a seq another
 // holds in its range), which is what makes a wrong merge visible.
 //
+// Tests (compact_test.go): TestCompactPushes (300 pushes tile in 15
+// segments, a clone GETs fewer than 300/8 and is exact; file:// too),
+// TestCompactOrder (a merge after the HEAD covering it), TestCompactPlan
+// (epochs, HEAD, a fork's seq, levels, the cap), TestCompactTakeover,
+// TestCompactCutOff and TestCompactShipRounds (a failed merge),
+// TestCompactFromRemote, TestCompactGC, TestCompactFork and
+// TestCompactFetchMid.
+//
 // Measured (TestMeasureShipRounds, REYNFS_MEASURE=3600, objstorefake
 // with 1 ms per request, one run on a shared machine): 3600 one-write
 // ship rounds leave 15 segments in the tiling (3600 before), and a
