@@ -310,6 +310,7 @@ func (f *fscker) workspace(ws string) (parent string, err error) {
 		good = append(good, s)
 		decoded[s.key] = d
 	}
+	f.agree(good, decoded)
 	chain := tile(good, from, h.Seq, false)
 	if chain == nil {
 		f.problem("%s: the sound segments of epochs %s do not tile seqs %d-%d that HEAD covers", segPrefix(ws), epochList(h), from, h.Seq)
@@ -375,6 +376,34 @@ func (f *fscker) forkPart(ws string, h *Head) error {
 		f.note(r, fmt.Sprintf("%s seq %d (fork %s)", p.WS, r.Seq, ws))
 	}
 	return nil
+}
+
+// agree checks that the segments HEAD covers hold the same records for
+// a seq (a merged segment and those it replaces, compact.go): one
+// record per seq, byte for byte, and each segment every seq another
+// holds in its range. One problem per segment.
+func (f *fscker) agree(good []seg, decoded map[string]*Segment) {
+	ref := map[uint64][]byte{}
+	bad := map[string]bool{}
+	for _, s := range good {
+		for _, r := range decoded[s.key].Records {
+			e := journal.Encode(r)
+			if x, ok := ref[r.Seq]; !ok {
+				ref[r.Seq] = e
+			} else if !bytes.Equal(x, e) && !bad[s.key] {
+				bad[s.key] = true
+				f.problem("%s: its record of seq %d is not another segment's", s.key, r.Seq)
+			}
+		}
+	}
+	seqs := slices.Sorted(maps.Keys(ref))
+	for _, s := range good {
+		lo, _ := slices.BinarySearch(seqs, s.first)
+		hi, _ := slices.BinarySearch(seqs, s.last+1)
+		if n := len(decoded[s.key].Records); n != hi-lo && !bad[s.key] {
+			f.problem("%s: holds %d records of seqs %d-%d, the other segments %d", s.key, n, s.first, s.last, hi-lo)
+		}
+	}
 }
 
 func epochList(h *Head) string {

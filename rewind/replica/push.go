@@ -31,6 +31,9 @@ type Options struct {
 	PackSize    int           // bytes of objects per pack (8 MiB)
 	SegmentSize int           // encoded bytes of records per segment (4 MiB)
 	TTL         time.Duration // the lease (60 s)
+	// CompactK: segments of one level merged into one (compact.go;
+	// DefaultCompactK); negative: never compact.
+	CompactK int
 }
 
 func (o Options) withDefaults() Options {
@@ -42,6 +45,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TTL <= 0 {
 		o.TTL = time.Minute
+	}
+	if o.CompactK == 0 || o.CompactK == 1 {
+		o.CompactK = DefaultCompactK
 	}
 	return o
 }
@@ -58,6 +64,8 @@ type PushResult struct {
 	Objects  int    `json:"objects"`
 	Bytes    int64  `json:"bytes"`
 	Names    int    `json:"names,omitempty"` // branch names sent (names.go)
+	// Compacted: merged segments written (compact.go).
+	Compacted int `json:"compacted,omitempty"`
 }
 
 // Push sends workspace ws's records that the remote lacks, with the
@@ -95,6 +103,9 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 	err = p.run()
 	if err == nil { // names after the HEAD that covers their seqs
 		p.res.Names, err = pushNames(p.ctx, j, b, p.loc, ws, p.res.Through)
+	}
+	if err == nil && p.res.Segments > 0 { // after HEAD advanced (compact.go)
+		_, err = p.compact(pushCompactMax, pushCompactFor)
 	}
 	if lost := p.check(); lost != nil {
 		err = lost // the push stopped because the lease was lost
@@ -164,7 +175,17 @@ type pusher struct {
 	// unmarked: those not yet recorded locally.
 	sent, unmarked map[cas.Hash]byte
 	packs          [2]packer // tree, data
+
+	cmp       *compactor // the segments known (compact.go); nil until listed
+	noCompact bool       // a merge failed this session (ship.go)
 }
+
+// A push merges at most this many times, for at most this long, after
+// its last HEAD write (compact.go); the next push goes on.
+const (
+	pushCompactMax = 64
+	pushCompactFor = 10 * time.Second
+)
 
 type packer struct {
 	kind  byte
@@ -242,6 +263,7 @@ func (p *pusher) segment(first, last uint64, recs []*journal.Record) error {
 	if err := p.b.Put(p.ctx, key, seg); err != nil {
 		return err
 	}
+	p.noteSegment(key, cur.EpochOf(first), first, last, len(seg))
 	p.res.Segments++
 	p.res.Records += len(recs)
 	p.res.Bytes += int64(len(seg))

@@ -255,9 +255,9 @@ func TestSecondPushSendsOnlyChanges(t *testing.T) {
 		t.Errorf("second push sent %d objects, want the changed path only", res.Objects)
 	}
 	q := st.Requests
-	if q[objstorefake.OpGet] != 2 || q[objstorefake.OpStat]+q[objstorefake.OpGetRange] != 0 || q[objstorefake.OpList] != 1 ||
+	if q[objstorefake.OpGet] != 2 || q[objstorefake.OpStat]+q[objstorefake.OpGetRange] != 0 || q[objstorefake.OpList] != 2 ||
 		q[objstorefake.OpPut] > 5 || q[objstorefake.OpPutIfMatch] != 3 {
-		t.Errorf("second push requests %v: want 2 GETs (config, HEAD), one List (gc/, remote GC's lists), no Stat or GetRange, at most 5 PUTs, 3 CAS", q)
+		t.Errorf("second push requests %v: want 2 GETs (config, HEAD), two Lists (gc/, remote GC's lists; the workspace's segments, compact.go), no Stat or GetRange, at most 5 PUTs, 3 CAS", q)
 	}
 	fake.Reset()
 	if res, err := Push(ctx, s.j, fake, "w"); err != nil || res.Segments != 0 {

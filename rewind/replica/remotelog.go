@@ -1,9 +1,11 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -240,21 +242,28 @@ func (rd *segReader) records(ws string, h *Head, from, covered uint64, depth int
 }
 
 // tile picks segments of segs tiling from..to (past: the last may run
-// past to); a segment may start before from (its earlier records are
-// left out), as after a forget whose floor falls inside one.
+// past to). A segment across from (starting before it: a forget's floor
+// inside one, or a fetch from inside a merged segment, compact.go) is
+// tried first, the outermost (latest last, then earliest first): it is
+// the one a reader from Start reads, so the one gc keeps, while the
+// segments a merge replaced may be condemned. Else a tiling from from.
 func tile(segs []seg, from, to uint64, past bool) []seg {
-	chain := coverPast(segs, from, to, past)
-	for _, s := range segs { // a segment across from, then a tiling after it
-		if chain != nil {
-			break
-		}
-		if s.first < from {
-			if s.last >= to {
-				chain = []seg{s}
-			} else if rest := coverPast(segs, s.last+1, to, past); rest != nil {
-				chain = append([]seg{s}, rest...)
-			}
+	var across []seg
+	for _, s := range segs {
+		if s.first < from && s.last >= from {
+			across = append(across, s)
 		}
 	}
-	return chain
+	slices.SortFunc(across, func(a, b seg) int {
+		return cmp.Or(cmp.Compare(b.last, a.last), cmp.Compare(a.first, b.first))
+	})
+	for _, s := range across {
+		if s.last >= to {
+			return []seg{s}
+		}
+		if rest := coverPast(segs, s.last+1, to, past); rest != nil {
+			return append([]seg{s}, rest...)
+		}
+	}
+	return coverPast(segs, from, to, past)
 }

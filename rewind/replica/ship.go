@@ -333,12 +333,29 @@ func (s *Shipper) ship(p *pusher) error {
 	if err == nil { // branch names, after the HEAD covering their seqs (names.go)
 		_, err = pushNames(p.ctx, s.j, s.b, p.loc, s.ws, p.current().Seq)
 	}
+	if err == nil && p.res.Segments > 0 && !p.noCompact && s.drainCtx() == nil { // not while Stop drains
+		// A few merges per ship, after HEAD advanced (compact.go),
+		// none started once shipCompactFor has passed: a large one is
+		// a step of its own between ships. A failure stops compaction
+		// for the session, never the shipping.
+		if _, cerr := p.compact(shipCompactMax, shipCompactFor); cerr != nil && p.check() == nil {
+			p.noCompact = true
+			s.o.Log.Warn().Str("remote", s.b.String()).Str("ws", s.ws).Err(cerr).Msg("sync: segment compaction failed; retried next session")
+		}
+	}
 	if lost := p.check(); lost != nil {
 		err = lost
 	}
 	s.setShipped(p.current().Seq)
 	return err
 }
+
+// A ship merges at most shipCompactMax times and starts none after
+// shipCompactFor (compact.go): the lag's goal is under 2 s.
+const (
+	shipCompactMax = 4
+	shipCompactFor = 200 * time.Millisecond
+)
 
 // GuardEvery is how often a session reads remote GC's condemned lists
 // and generation again (gcguard.go; a push reads them once, at its
