@@ -106,6 +106,9 @@ func remoteRemove(s *Service, d *Daemon, p api.RemoteRemoveParams) (*api.RemoteR
 // api.SyncModeParams); the store remembers the mode as mount --sync
 // does (metaSync).
 func (d *Daemon) SetSyncMode(ctx context.Context, p api.SyncModeParams) (*api.SyncModeResult, error) {
+	if d.sync == nil {
+		return nil, fmt.Errorf("%w: this mount does not replicate (no sync to turn on or off)", ErrUsage)
+	}
 	switch p.Mode {
 	case SyncManual:
 		if p.Remote != "" || p.WS != "" {
