@@ -191,6 +191,11 @@ type SyncModeResult struct {
 	WS      string `json:"ws,omitempty"`
 	Changed bool   `json:"changed"`
 	Warning string `json:"warning,omitempty"`
+	// State: a sync just started, once it took the lease or failed to
+	// (within a few seconds; "starting" if it has not yet); Reason: why
+	// it stopped (another writer's lease, another store's workspace).
+	State  string `json:"state,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // ForgetParams raises a workspace's floor on the remote the mount's

@@ -114,6 +114,9 @@ func runSyncMode(ctx context.Context, o syncOptions, name string) error {
 	if err := callDaemon(ctx, o.dir, store, p, &r, 2*time.Minute); err != nil {
 		return err
 	}
+	if r.State == "stopped" {
+		return fmt.Errorf("continuous sync to %s (%s#%s) stopped at once: %s ('reynfs status' shows it; 'reynfs sync --manual' turns it off)", r.Remote, r.URL, r.WS, r.Reason)
+	}
 	if o.asJSON {
 		return printJSON(r)
 	}
@@ -125,7 +128,7 @@ func runSyncMode(ctx context.Context, o syncOptions, name string) error {
 	case !r.Changed:
 		termsafe.Printf("continuous sync to %s (%s#%s) is running already\n", r.Remote, r.URL, r.WS)
 	default:
-		termsafe.Printf("continuous sync to %s (%s#%s) started; 'reynfs status' shows its lag\n", r.Remote, r.URL, r.WS)
+		termsafe.Printf("continuous sync to %s (%s#%s) started (%s); 'reynfs status' shows its lag\n", r.Remote, r.URL, r.WS, r.State)
 	}
 	if r.Warning != "" {
 		termsafe.Printf("warning: %s\n", r.Warning)

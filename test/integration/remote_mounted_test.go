@@ -58,7 +58,8 @@ func remoteWS(t *testing.T, m *Mount) (floor uint64, gens []int) {
 // forget --remote under the continuous sync (through its lease: the
 // sync keeps running and its later ships keep the floor), fetch
 // refused and fetch --all read, remote remove refused while the sync
-// ships to it, sync --manual, remote remove, status. Bad input (an
+// ships to it, sync --manual, remote remove, status; a second store's
+// sync --continuous to the same workspace fails at once. Bad input (an
 // unknown remote, a bad URL or name, a duplicate name) is one line,
 // exit 2, and changes nothing.
 func TestRemoteMountedFlow(t *testing.T) {
@@ -152,4 +153,18 @@ func TestRemoteMountedFlow(t *testing.T) {
 	if strings.Contains(out, "remote:") {
 		t.Fatalf("status still names a remote:\n%s", out)
 	}
+
+	// Another store's workspace of the same name: sync --continuous says
+	// at once that the sync stopped, and why.
+	dir2 := filepath.Join(t.TempDir(), "proj")
+	if err := os.Mkdir(dir2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m2 := mountProject(t, dir2)
+	runWant(t, m2, nil, "remote", "add", "origin", url, "--dir", m2.Dir)
+	mustRefuse(t, m2, 1, "stopped at once: ", "sync", "--continuous", "--dir", m2.Dir)
+	if r := syncStatus(t, m2).Remotes; len(r) != 1 || r[0].State != "stopped" || !strings.Contains(r[0].Reason, "another store") {
+		t.Fatalf("status of a sync to another store's workspace: %+v", r)
+	}
+	runWant(t, m2, []string{"continuous sync to origin#proj stopped"}, "sync", "--manual", "--dir", m2.Dir)
 }

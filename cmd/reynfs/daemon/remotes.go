@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cas/objstore"
@@ -179,7 +180,23 @@ func (d *Daemon) SetSyncMode(ctx context.Context, p api.SyncModeParams) (*api.Sy
 	}
 	d.sync.sh, d.sync.cfg, d.sync.url, d.sync.b, d.sync.ttl = sh, c, rs[name], b, ttl
 	d.log.Info().Str("remote", name).Str("url", rs[name]).Str("ws", ws).Msg("sync: continuous (turned on while mounted)")
-	return &api.SyncModeResult{Mode: SyncContinuous, Remote: name, URL: rs[name], WS: ws, Changed: true}, nil
+	st := firstState(ctx, sh, 5*time.Second)
+	return &api.SyncModeResult{Mode: SyncContinuous, Remote: name, URL: rs[name], WS: ws, Changed: true,
+		State: st.State, Reason: st.Reason}, nil
+}
+
+// firstState waits (up to d) for a shipper just started to leave
+// "starting": it holds the lease, or could not take it (stopped, or
+// backing off), so the caller hears of a locked remote at once.
+func firstState(ctx context.Context, sh *replica.Shipper, d time.Duration) replica.ShipStatus {
+	deadline := time.Now().Add(d)
+	for {
+		st := sh.Status()
+		if st.State != replica.ShipStarting || time.Now().After(deadline) || ctx.Err() != nil {
+			return st
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Forget raises a workspace's floor on the remote the continuous sync
