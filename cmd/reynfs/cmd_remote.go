@@ -47,8 +47,9 @@ func openRemote(ctx context.Context, raw string) (objstore.Backend, error) {
 }
 
 // openUnmounted opens a workspace's store for a command that works on an
-// unmounted store only (push, remote): a mount or a daemon serving it
-// is refused, as fsck refuses it.
+// unmounted store only (an unmounted push, fetch): a mount or a daemon
+// serving it is refused, as fsck refuses it. The remote commands go
+// through call() instead (the daemon when mounted).
 func openUnmounted(ctx context.Context, o storeOptions, dir, verb string, readOnly bool) (*journal.Journal, string, error) {
 	store, err := findStore(o, dir)
 	if err != nil {

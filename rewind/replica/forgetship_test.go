@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,5 +96,46 @@ func TestShipperForget(t *testing.T) {
 	}
 	if _, err := sh.Forget(ctx, "g5"); !errors.Is(err, ErrShipStopped) {
 		t.Fatalf("forget through a stopped shipper: %v, want ErrShipStopped", err)
+	}
+}
+
+// TestShipperForgetBackingOff: while the shipper backs off (the remote
+// failing) it holds no session, so its Forget fails at once, one line,
+// ErrRemoteDown, and HEAD is unchanged.
+func TestShipperForgetBackingOff(t *testing.T) {
+	ctx := context.Background()
+	fake := objstorefake.New("forget-down")
+	s := newSource(t)
+	s.write(t, "a.txt", []byte("one\n"))
+	s.cut(t, "one")
+	s.write(t, "b.txt", []byte("two\n"))
+	s.cut(t, "two")
+	s.sync(t)
+	var down atomic.Bool
+	fake.SetHook(func(objstorefake.Op, string) error {
+		if down.Load() {
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	sh := startShipper(t, s, fake, ShipOptions{MinBackoff: time.Minute, MaxBackoff: time.Minute})
+	waitShipped(t, sh, s.j.Durable())
+	down.Store(true)
+	s.write(t, "c.txt", []byte("during the outage\n"))
+	s.sync(t)
+	waitState(t, sh, ShipBackoff)
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := sh.Forget(fctx, "g3")
+	if !errors.Is(err, ErrRemoteDown) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("forget while backing off: %v; want one line, ErrRemoteDown", err)
+	}
+	down.Store(false)
+	h, _, err := ReadHead(ctx, fake, "ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Floor != 1 || h.Dropped != nil {
+		t.Fatalf("HEAD after a refused forget: floor %d dropped %+v", h.Floor, h.Dropped)
 	}
 }
