@@ -154,35 +154,47 @@ func (d *Daemon) SetSyncMode(ctx context.Context, p api.SyncModeParams) (*api.Sy
 	if err != nil {
 		return nil, fmt.Errorf("%w: remote %s: %v", ErrUsage, name, err)
 	}
+	sh, running, err := d.startShipper(syncConfig{Mode: SyncContinuous, Remote: name, WS: ws}, rs[name], b, ttl)
+	if err != nil || running {
+		if running {
+			return &api.SyncModeResult{Mode: SyncContinuous, Remote: name, URL: rs[name], WS: ws}, nil
+		}
+		return nil, err
+	}
+	d.log.Info().Str("remote", name).Str("url", rs[name]).Str("ws", ws).Msg("sync: continuous (turned on while mounted)")
+	st := firstState(ctx, sh, 5*time.Second) // no lock held: status answers meanwhile
+	return &api.SyncModeResult{Mode: SyncContinuous, Remote: name, URL: rs[name], WS: ws, Changed: true,
+		State: st.State, Reason: st.Reason}, nil
+}
+
+// startShipper starts the continuous sync c and remembers it; running:
+// that very sync runs already.
+func (d *Daemon) startShipper(c syncConfig, url string, b objstore.Backend, ttl time.Duration) (*replica.Shipper, bool, error) {
 	d.sync.push.Lock() // a one-shot push to it ends first: one writer
 	defer d.sync.push.Unlock()
 	d.sync.mu.Lock()
 	defer d.sync.mu.Unlock()
 	if d.sync.closed {
-		return nil, fmt.Errorf("%w: the workspace is unmounting", ErrNotRunning)
+		return nil, false, fmt.Errorf("%w: the workspace is unmounting", ErrNotRunning)
 	}
 	if sh := d.sync.sh; sh != nil {
-		if d.sync.cfg.Remote == name && d.sync.cfg.WS == ws {
-			return &api.SyncModeResult{Mode: SyncContinuous, Remote: name, URL: d.sync.url, WS: ws}, nil
+		if d.sync.cfg == c {
+			return sh, true, nil
 		}
-		return nil, fmt.Errorf("%w: the continuous sync ships workspace %s to %s; 'reynfs sync --manual' first", ErrUsage, d.sync.cfg.WS, d.sync.cfg.Remote)
+		return nil, false, fmt.Errorf("%w: the continuous sync ships workspace %s to %s; 'reynfs sync --manual' first", ErrUsage, d.sync.cfg.WS, d.sync.cfg.Remote)
 	}
-	c := syncConfig{Mode: SyncContinuous, Remote: name, WS: ws}
-	sh, err := replica.StartShipper(d.j, b, ws, replica.ShipOptions{Options: replica.Options{TTL: ttl},
-		Log: d.log.With().Str("sync", name).Logger()})
+	sh, err := replica.StartShipper(d.j, b, c.WS, replica.ShipOptions{Options: replica.Options{TTL: ttl},
+		Log: d.log.With().Str("sync", c.Remote).Logger()})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+		return nil, false, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	v, _ := json.Marshal(c)
 	if err := d.j.SetMeta(metaSync, v); err != nil {
 		_, _ = sh.Stop(context.Background())
-		return nil, err
+		return nil, false, err
 	}
-	d.sync.sh, d.sync.cfg, d.sync.url, d.sync.b, d.sync.ttl = sh, c, rs[name], b, ttl
-	d.log.Info().Str("remote", name).Str("url", rs[name]).Str("ws", ws).Msg("sync: continuous (turned on while mounted)")
-	st := firstState(ctx, sh, 5*time.Second)
-	return &api.SyncModeResult{Mode: SyncContinuous, Remote: name, URL: rs[name], WS: ws, Changed: true,
-		State: st.State, Reason: st.Reason}, nil
+	d.sync.sh, d.sync.cfg, d.sync.url, d.sync.b, d.sync.ttl = sh, c, url, b, ttl
+	return sh, false, nil
 }
 
 // firstState waits (up to d) for a shipper just started to leave
