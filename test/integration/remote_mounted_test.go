@@ -54,7 +54,8 @@ func remoteWS(t *testing.T, m *Mount) (floor uint64, gens []int) {
 
 // TestRemoteMountedFlow: a new user's flow without ever unmounting:
 // mount, remote add, push (with a branch name: its count printed as
-// unmounted), sync, log --remote, fsck --remote, sync --continuous,
+// unmounted), sync, log --remote, fsck --remote, forget --remote (no
+// sync running: in the CLI), sync --continuous,
 // forget --remote under the continuous sync (through its lease: the
 // sync keeps running and its later ships keep the floor), fetch
 // refused and fetch --all read, remote remove refused while the sync
@@ -106,6 +107,9 @@ func TestRemoteMountedFlow(t *testing.T) {
 	runWant(t, m, []string{"proj ", "3 generations"}, with("log", "--remote", "origin")...)
 	runWant(t, m, []string{"* g3", "* g2", "* g1"}, with("log", "--remote", "origin", "--ws", "proj")...)
 	runWant(t, m, []string{"remote " + url + ": clean: 1 workspaces"}, "fsck", m.Dir, "--remote", "origin")
+	// Mounted without a continuous sync, forget runs in the CLI (no
+	// lease is held between pushes).
+	runWant(t, m, []string{url + "#proj keeps history from g2", "1 generations forgotten"}, with("forget", "--remote", "origin", "g2")...)
 
 	// Continuous sync, turned on without a remount.
 	runWant(t, m, []string{"continuous sync to origin (" + url + "#proj) started"}, with("sync", "--continuous")...)
@@ -116,7 +120,7 @@ func TestRemoteMountedFlow(t *testing.T) {
 		t.Fatalf("status after sync --continuous: %+v", r)
 	}
 	// forget under the sync's lease: it goes through the sync.
-	runWant(t, m, []string{url + "#proj keeps history from g3", "2 generations forgotten"}, with("forget", "--remote", "origin", "g3")...)
+	runWant(t, m, []string{url + "#proj keeps history from g3", "1 generations forgotten"}, with("forget", "--remote", "origin", "g3")...)
 	if floor, gens := remoteWS(t, m); len(gens) != 1 || gens[0] != 3 || floor == 0 {
 		t.Fatalf("after forget g3: floor %d, generations %v; want g3 only", floor, gens)
 	}
