@@ -39,6 +39,7 @@ type PushInfo struct {
 	Packs    int    `json:"packs"`
 	Objects  int    `json:"objects"`
 	Bytes    int64  `json:"bytes"`
+	Names    int    `json:"names,omitempty"` // branch names sent
 	// Continuous: the continuous sync shipped it; push waited for it.
 	Continuous bool `json:"continuous,omitempty"`
 }
@@ -110,4 +111,123 @@ type UnmountResult struct {
 type CheckpointSyncInfo struct {
 	CheckpointResult
 	Sync *SyncResult `json:"sync"`
+}
+
+// Remotes of a store, mounted or not (added within 1.0): the CLI runs
+// `remote add` (after self-testing the server's conditional writes
+// itself, with its own credentials), `remote list` and `remote remove`
+// through them. No credential ever crosses the socket: a remote is a
+// name and a URL; the daemon reaches it with the credentials of the
+// environment it was mounted from.
+
+// Remote is one named remote.
+type Remote struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// Sync is "continuous" when the mount's continuous sync ships to it
+	// (WS is then the workspace it writes); "" otherwise.
+	Sync string `json:"sync,omitempty"`
+	WS   string `json:"ws,omitempty"`
+}
+
+// RemoteListParams lists the store's remotes.
+type RemoteListParams struct{}
+
+func (RemoteListParams) Method() string { return "remote.list" }
+func (RemoteListParams) readOnly() bool { return true }
+
+// RemoteListResult is the store's remotes, by name.
+type RemoteListResult struct {
+	Reply
+	Remotes []Remote `json:"remotes"`
+}
+
+// RemoteAddParams names a remote. The URL is checked for its form (no
+// request is made: the caller self-tests the server first); a name in
+// use is bad_input.
+type RemoteAddParams struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+func (RemoteAddParams) Method() string { return "remote.add" }
+
+// RemoteRemoveParams forgets a remote's name. The remote a continuous
+// sync ships to is refused (bad_input): turn the sync off first
+// (sync.mode manual).
+type RemoteRemoveParams struct {
+	Name string `json:"name"`
+}
+
+func (RemoteRemoveParams) Method() string { return "remote.remove" }
+
+// RemoteResult is the remote added or removed.
+type RemoteResult struct {
+	Reply
+	Remote Remote `json:"remote"`
+}
+
+// SyncModeParams turns a mounted workspace's continuous sync on
+// ("continuous", to Remote: "" picks as push does; WS: "" the project
+// directory's base name) or off ("manual": what is durable is shipped
+// first, within the mount's drain bound, and the lease released),
+// without remounting; the store remembers it as it remembers mount
+// --sync.
+type SyncModeParams struct {
+	Mode   string `json:"mode"`
+	Remote string `json:"remote,omitempty"`
+	WS     string `json:"ws,omitempty"`
+}
+
+func (SyncModeParams) Method() string { return "sync.mode" }
+
+// SyncModeResult is the sync mode now (Remote, URL, WS: the continuous
+// sync's), and Warning what turning it off left unshipped.
+type SyncModeResult struct {
+	Reply
+	Mode    string `json:"mode"`
+	Remote  string `json:"remote,omitempty"`
+	URL     string `json:"url,omitempty"`
+	WS      string `json:"ws,omitempty"`
+	Changed bool   `json:"changed"`
+	Warning string `json:"warning,omitempty"`
+	// State: a sync just started, once it took the lease or failed to
+	// (within a few seconds; "starting" if it has not yet); Reason: why
+	// it stopped (another writer's lease, another store's workspace).
+	State  string `json:"state,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ForgetParams raises a workspace's floor on the remote the mount's
+// continuous sync ships to, through that sync (which holds the
+// workspace's lease): the HEAD write is the sync's own, between two
+// ships. Target is gN or the seq of a generation. Without a continuous
+// sync to Remote#WS it is bad_input: the CLI then forgets as it does
+// unmounted (refused while a writer's lease is live).
+type ForgetParams struct {
+	Remote string `json:"remote"`
+	WS     string `json:"ws,omitempty"` // "": the sync's
+	Target string `json:"target"`
+}
+
+func (ForgetParams) Method() string { return "forget" }
+
+// ForgetResult is what the forget changed in HEAD.
+type ForgetResult struct {
+	Reply
+	Forget *ForgetInfo `json:"forget"`
+}
+
+// ForgetInfo mirrors replica.ForgetResult.
+type ForgetInfo struct {
+	Remote      string `json:"remote"`
+	WS          string `json:"ws"`
+	ID          int    `json:"id"`
+	Seq         uint64 `json:"seq"`
+	From        uint64 `json:"from"`
+	OldFloor    uint64 `json:"old_floor"`
+	Floor       uint64 `json:"floor"`
+	Generations int    `json:"generations"`
+	Dropped     int    `json:"dropped"`
+	Changed     bool   `json:"changed"`
 }

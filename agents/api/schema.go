@@ -47,6 +47,11 @@ var methods = []struct {
 	{VersionParams{}, &VersionResult{}},
 	{PushParams{}, &PushResult{}},
 	{SyncParams{}, &SyncResult{}},
+	{RemoteListParams{}, &RemoteListResult{}},
+	{RemoteAddParams{}, &RemoteResult{}},
+	{RemoteRemoveParams{}, &RemoteResult{}},
+	{SyncModeParams{}, &SyncModeResult{}},
+	{ForgetParams{}, &ForgetResult{}},
 }
 
 // outputs are the objects CLI commands print under --json that no method

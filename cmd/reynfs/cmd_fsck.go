@@ -49,8 +49,8 @@ the index is caught up from the segment log. Every whole entry found past the
 damage is looked up afterwards; one the store does not have again is reported as
 damage. Then the check runs as without --repair.
 
---remote NAME|URL checks a remote instead (NAME: a remote of the workspace's store;
-URL as 'reynfs remote add' takes it), reading it only: every workspace's HEAD (or
+--remote NAME|URL checks a remote instead, mounted or not (NAME: a remote of the
+workspace's store; URL as 'reynfs remote add' takes it), reading it only: every workspace's HEAD (or
 --ws WS's), every segment HEAD covers (checksums, and that they tile seqs 1..HEAD),
 every pack (fetched once: checksum, its index against packs/ID.idx, every object's
 hash), and that every object the records reach (chunks, agent states, the trees of

@@ -47,8 +47,9 @@ func openRemote(ctx context.Context, raw string) (objstore.Backend, error) {
 }
 
 // openUnmounted opens a workspace's store for a command that works on an
-// unmounted store only (push, remote): a mount or a daemon serving it
-// is refused, as fsck refuses it.
+// unmounted store only (an unmounted push, fetch): a mount or a daemon
+// serving it is refused, as fsck refuses it. The remote commands go
+// through call() instead (the daemon when mounted).
 func openUnmounted(ctx context.Context, o storeOptions, dir, verb string, readOnly bool) (*journal.Journal, string, error) {
 	store, err := findStore(o, dir)
 	if err != nil {
@@ -91,7 +92,9 @@ func newRemoteCommand() *cobra.Command {
 		Short: "Name a remote after checking its server's conditional writes",
 		Long: `Check the server behind URL (conditional writes, listing, ranged reads: a server
 that ignores If-None-Match or If-Match cannot hold a workspace's lease and is refused)
-and store NAME → URL in the workspace's store (unmounted, for now).
+and store NAME → URL in the workspace's store, mounted or not (through its daemon when
+mounted: the check runs here, with this environment's credentials; the daemon reaches
+the remote later with those of the environment it was mounted from).
 
 ` + remoteURLHelp + "\n\n" + exitCodeHelp,
 		Args: usageArgs(cobra.ExactArgs(2)),
@@ -113,8 +116,11 @@ and store NAME → URL in the workspace's store (unmounted, for now).
 	removeCmd := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Forget a remote's name (the remote keeps what it holds)",
-		Long:  exitCodeHelp,
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: `Forget the remote NAME's name (mounted or not). The remote a continuous sync ships to
+is refused: 'reynfs sync --manual' turns the sync off first.
+
+` + exitCodeHelp,
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRemoteRemove(cmd.Context(), remove, args[0])
 		},
@@ -129,6 +135,26 @@ type remoteInfo struct {
 	URL  string `json:"url"`
 }
 
+// remoteList lists the store's remotes, mounted (through the daemon)
+// or not: the one place the CLI learns a remote's URL from its name.
+func remoteList(ctx context.Context, o storeOptions, dir string) ([]api.Remote, error) {
+	var res api.RemoteListResult
+	if err := call(ctx, o, dir, api.RemoteListParams{}, &res); err != nil {
+		return nil, err
+	}
+	return res.Remotes, nil
+}
+
+// remoteNamed finds name among rs.
+func remoteNamed(rs []api.Remote, name string) (api.Remote, bool) {
+	for _, r := range rs {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return api.Remote{}, false
+}
+
 func runRemoteAdd(ctx context.Context, o remoteOptions, name, raw string) error {
 	if err := replica.CheckName(name); err != nil {
 		return fmt.Errorf("%w: remote %v", errUsage, err)
@@ -137,49 +163,46 @@ func runRemoteAdd(ctx context.Context, o remoteOptions, name, raw string) error 
 	if err != nil {
 		return err
 	}
-	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "remote add", false)
+	rs, err := remoteList(ctx, o.storeOptions, o.dir)
 	if err != nil {
 		return err
 	}
-	defer j.Close()
-	rs, err := replica.Remotes(j)
-	if err != nil {
-		return err
+	if r, ok := remoteNamed(rs, name); ok {
+		return fmt.Errorf("%w: remote %s exists already (%s); 'reynfs remote remove %s' first", errUsage, name, r.URL, name)
 	}
-	if u, ok := rs[name]; ok {
-		return fmt.Errorf("%w: remote %s exists already (%s); 'reynfs remote remove %s' first", errUsage, name, u, name)
-	}
+	// The self-test runs here, with this environment's credentials, as
+	// unmounted; the daemon is sent only the name and URL.
 	if err := objstore.SelfTest(ctx, b); err != nil {
 		return fmt.Errorf("remote %s: %w", b, err)
 	}
-	if err := replica.SetRemote(j, name, b.String()); err != nil {
+	var res api.RemoteResult
+	if err := call(ctx, o.storeOptions, o.dir, api.RemoteAddParams{Name: name, URL: b.String()}, &res); err != nil {
 		return err
 	}
 	if o.asJSON {
-		return printJSON(remoteInfo{Name: name, URL: b.String()})
+		return printJSON(remoteInfo{Name: name, URL: res.Remote.URL})
 	}
-	termsafe.Printf("remote %s: %s\n", name, b.String())
+	termsafe.Printf("remote %s: %s\n", name, res.Remote.URL)
 	return nil
 }
 
 func runRemoteList(ctx context.Context, o remoteOptions) error {
-	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "remote list", true)
+	rs, err := remoteList(ctx, o.storeOptions, o.dir)
 	if err != nil {
 		return err
-	}
-	defer j.Close()
-	rs, err := replica.Remotes(j)
-	if err != nil {
-		return err
-	}
-	out := []remoteInfo{}
-	for _, n := range replica.RemoteNames(rs) {
-		out = append(out, remoteInfo{Name: n, URL: rs[n]})
 	}
 	if o.asJSON {
+		out := []remoteInfo{}
+		for _, r := range rs {
+			out = append(out, remoteInfo{Name: r.Name, URL: r.URL})
+		}
 		return printJSON(out)
 	}
-	for _, r := range out {
+	for _, r := range rs {
+		if r.Sync != "" {
+			termsafe.Printf("%s\t%s\t(%s sync of %s)\n", r.Name, r.URL, r.Sync, r.WS)
+			continue
+		}
 		termsafe.Printf("%s\t%s\n", r.Name, r.URL)
 	}
 	return nil
@@ -189,17 +212,9 @@ func runRemoteRemove(ctx context.Context, o remoteOptions, name string) error {
 	if err := replica.CheckName(name); err != nil {
 		return fmt.Errorf("%w: remote %v", errUsage, err)
 	}
-	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "remote remove", false)
-	if err != nil {
+	var res api.RemoteResult
+	if err := call(ctx, o.storeOptions, o.dir, api.RemoteRemoveParams{Name: name}, &res); err != nil {
 		return err
-	}
-	defer j.Close()
-	ok, err := replica.RemoveRemote(j, name)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("%w: no remote %s ('reynfs remote list' names them)", errUsage, name)
 	}
 	if o.asJSON {
 		return printJSON(remoteInfo{Name: name})
@@ -342,14 +357,18 @@ func pushMounted(ctx context.Context, o pushOptions, name string) (bool, error) 
 	if o.asJSON {
 		return true, printJSON(res)
 	}
+	names := ""
+	if res.Names > 0 {
+		names = fmt.Sprintf("; %d branch names", res.Names)
+	}
 	switch {
 	case res.Continuous:
 		termsafe.Printf("%s#%s holds seq %d (shipped by the continuous sync)\n", res.Remote, res.WS, res.Through)
 	case res.From == 0:
-		termsafe.Printf("%s#%s is up to date (seq %d)\n", res.Remote, res.WS, res.Through)
+		termsafe.Printf("%s#%s is up to date (seq %d)%s\n", res.Remote, res.WS, res.Through, names)
 	default:
-		termsafe.Printf("pushed seqs %d-%d to %s#%s: %d records in %d segments, %d objects in %d packs, %s\n",
-			res.From, res.Through, res.Remote, res.WS, res.Records, res.Segments, res.Objects, res.Packs, human(res.Bytes))
+		termsafe.Printf("pushed seqs %d-%d to %s#%s: %d records in %d segments, %d objects in %d packs, %s%s\n",
+			res.From, res.Through, res.Remote, res.WS, res.Records, res.Segments, res.Objects, res.Packs, human(res.Bytes), names)
 	}
 	return true, nil
 }

@@ -20,8 +20,9 @@ import (
 // remotes paragraph of status.
 
 // resolveRemote opens the remote arg names: a URL (it has "://"), or a
-// remote name of the workspace's store (which is opened read-only, so
-// it must be unmounted).
+// remote name of the workspace's store, looked up mounted or not
+// (remote.list: through the daemon when one serves the store). The
+// remote is read here, with this environment's credentials.
 func resolveRemote(ctx context.Context, o storeOptions, dir, arg, verb string) (objstore.Backend, error) {
 	if strings.Contains(arg, "://") {
 		return openRemote(ctx, arg)
@@ -29,17 +30,15 @@ func resolveRemote(ctx context.Context, o storeOptions, dir, arg, verb string) (
 	if err := replica.CheckName(arg); err != nil {
 		return nil, fmt.Errorf("%w: --remote takes a remote name or a URL: %v", errUsage, err)
 	}
-	j, _, err := openUnmounted(ctx, o, dir, verb+" (to look up the remote name "+arg+"; give its URL instead)", true)
+	rs, err := remoteList(ctx, o, dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: look up the remote name %s (or give its URL): %w", verb, arg, err)
 	}
-	defer j.Close()
-	rs, err := replica.Remotes(j)
-	if err != nil {
-		return nil, err
+	r, ok := remoteNamed(rs, arg)
+	if !ok {
+		return nil, fmt.Errorf("%w: no remote %s ('reynfs remote list' names them)", errUsage, arg)
 	}
-	b, _, err := openNamedRemote(ctx, rs, arg, "'reynfs remote list' names them")
-	return b, err
+	return openRemote(ctx, r.URL)
 }
 
 // runFsckRemote is fsck --remote: exit 0 sound, 1 damage listed, 4 not
@@ -171,7 +170,7 @@ func newFetchCommand() *cobra.Command {
 	var o fetchOptions
 	cmd := &cobra.Command{
 		Use:   "fetch [NAME] [--all]",
-		Short: "Bring a cloned workspace up to date with its remote (unmounted, for now)",
+		Short: "Bring a cloned workspace up to date with its remote (unmounted)",
 		Long: `Bring the records the remote NAME (default "origin", the remote a clone names) holds
 after what this store holds, with the objects they reach, into the store, which was
 made by 'reynfs clone'. The store's head becomes the remote's; the next mount serves it
@@ -181,9 +180,10 @@ record of 'clone --at') has diverged and is refused: 'reynfs fork' makes its his
 workspace of its own.
 
 --all reads every workspace's HEAD (head seq, epoch, lease) and prints it, fetching no
-data ('reynfs log --remote' also lists the generations).
+data ('reynfs log --remote' also lists the generations); it runs mounted or not.
 
-A mounted workspace cannot fetch yet: unmount it first.
+A mounted workspace does not fetch (it writes its own workspace: 'reynfs push', 'reynfs
+sync'): unmount it first.
 
 ` + exitCodeHelp,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
@@ -204,20 +204,13 @@ func runFetch(ctx context.Context, o fetchOptions, name string) error {
 	if err := replica.CheckName(name); err != nil {
 		return fmt.Errorf("%w: remote %v", errUsage, err)
 	}
-	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "fetch", o.all)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	rs, err := replica.Remotes(j)
-	if err != nil {
-		return err
-	}
-	b, u, err := openNamedRemote(ctx, rs, name, "'reynfs remote list' names them; a clone names its remote origin")
-	if err != nil {
-		return err
-	}
 	if o.all {
+		// Only HEADs are read: no store access beyond the remote's URL,
+		// so it runs mounted or not.
+		b, err := resolveRemote(ctx, o.storeOptions, o.dir, name, "fetch --all")
+		if err != nil {
+			return err
+		}
 		ws, err := replica.Workspaces(ctx, b, true)
 		if err != nil {
 			return err
@@ -229,6 +222,28 @@ func runFetch(ctx context.Context, o fetchOptions, name string) error {
 			termsafe.Println(strings.TrimSuffix(workspaceLine(w), "  0 generations"))
 		}
 		return nil
+	}
+	// A fetch appends the remote's records under their own seqs beneath
+	// the live tree: that is a clone catching up, unmounted. A mounted
+	// store writes its own workspace (push and sync send it).
+	if store, err := findStore(o.storeOptions, o.dir); err == nil {
+		if m, ok := daemon.MountOfStore(store); ok {
+			return fmt.Errorf("%w: fetch brings an unmounted clone up to date, and %s is mounted at %s (its own records go out with 'reynfs push' or 'reynfs sync'): 'reynfs unmount' first; 'reynfs fetch --all' and 'reynfs log --remote' read the remote while mounted",
+				journal.ErrLocked, store, m.Point)
+		}
+	}
+	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "fetch", false)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	rs, err := replica.Remotes(j)
+	if err != nil {
+		return err
+	}
+	b, u, err := openNamedRemote(ctx, rs, name, "'reynfs remote list' names them; a clone names its remote origin")
+	if err != nil {
+		return err
 	}
 	got, err := replica.FetchedWorkspaces(ctx, j, b)
 	if err != nil {

@@ -178,7 +178,14 @@
 // `forget --remote` keeps a workspace's history from a generation on: it
 // writes HEAD once, by PutIfMatch with the ETag read, refused while a
 // writer's lease is live (a push that takes it meanwhile makes the write
-// fail, and forget reads HEAD again). It raises the floor to the
+// fail, and forget reads HEAD again). The one writer that may forget
+// under a live lease is the lease's holder: Shipper.Forget hands the
+// write to the continuous sync's goroutine, which makes it between two
+// ships with the session's HEAD and ETag (ordered with its renewals by
+// the pusher's lock), so the sync never stops and every later ship
+// advances the HEAD that carries the new floor. The daemon serves it
+// for `forget --remote` on a mounted workspace that syncs to that
+// remote (TestShipperForget; test/integration TestRemoteMountedFlow). It raises the floor to the
 // generation's seq and sets "dropped" to every generation before it, so
 // gN names the same generation in a later clone; holder and epochs stay,
 // and a push keeps the higher floor and dropped count. Readers start at
@@ -294,6 +301,9 @@
 // Holds): the fine floor goes no higher than the generation that seq
 // replays from, and the floor's "by" names the remote. Removing the
 // remote's name releases the hold.
+//
+// The daemon starts and stops a Shipper at mount and unmount, and while
+// mounted on `reynfs sync --continuous` / `--manual` (sync.mode).
 //
 // Tests: TestShipper* (objstorefake: shipping within the period, the
 // 8 MiB trigger, backoff on a failing remote and the catch-up, fsync

@@ -79,32 +79,116 @@ func forgetOnce(ctx context.Context, b objstore.Backend, ws, target string) (*Fo
 		return nil, err
 	}
 	if now.Before(h.Expires) {
+		// A continuous sync holding it forgets through its own lease
+		// (Shipper.Forget): the daemon serves forget for it.
 		return nil, &LockedError{Holder: h.Holder, Expires: h.Expires}
 	}
 	gens, err := Generations(ctx, b, ws, h)
 	if err != nil {
 		return nil, err
 	}
-	g, err := resolveGen(gens, h, target)
-	if err != nil {
+	res, next, err := planForget(b.String(), ws, gens, h, target)
+	if err != nil || next == nil {
+		return res, err
+	}
+	if _, err := b.PutIfMatch(ctx, HeadKey(ws), next.Encode(), etag); err != nil {
 		return nil, err
 	}
-	res := &ForgetResult{Remote: b.String(), WS: ws, ID: g.ID, Seq: g.Seq, From: h.Start(),
+	res.Floor, res.Changed = next.Floor, true
+	return res, nil
+}
+
+// planForget resolves target among gens and returns what the forget
+// changes: the HEAD to write (nil: kept from there already).
+func planForget(remote, ws string, gens []GenerationRef, h *Head, target string) (*ForgetResult, *Head, error) {
+	g, err := resolveGen(gens, h, target)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &ForgetResult{Remote: remote, WS: ws, ID: g.ID, Seq: g.Seq, From: h.Start(),
 		OldFloor: h.Floor, Floor: h.Floor, Dropped: g.ID - 1}
 	if g.Seq <= h.Start() {
-		return res, nil // kept from there already
+		return res, nil, nil // kept from there already
 	}
 	res.Generations = g.ID - 1
 	if h.Dropped != nil {
 		res.Generations -= h.Dropped.Gens
 	}
 	if g.ID == 1 {
-		return nil, fmt.Errorf("%w: %q is g1, the first generation: forget keeps history from a generation and drops those before it", ErrTarget, target)
+		return nil, nil, fmt.Errorf("%w: %q is g1, the first generation: forget keeps history from a generation and drops those before it", ErrTarget, target)
 	}
 	next := *h
 	next.Floor = max(h.Floor, g.Seq)
 	next.Dropped = &Dropped{Gens: g.ID - 1, Below: g.Seq}
-	if _, err := b.PutIfMatch(ctx, HeadKey(ws), next.Encode(), etag); err != nil {
+	return res, &next, nil
+}
+
+// Forget raises the floor of the workspace s ships, as Forget does, but
+// under the shipper's own lease: the HEAD write is the session's
+// (PutIfMatch with its ETag, ordered with its renewals), made by the
+// shipper's goroutine between two ships, so a continuous sync never has
+// to stop for it and its later ships keep the higher floor and dropped
+// count (they advance the HEAD this wrote). It waits while the shipper
+// takes the lease or ships; it fails at once while the shipper backs off
+// (ErrRemoteDown) and when it has stopped (ErrShipStopped).
+func (s *Shipper) Forget(ctx context.Context, target string) (*ForgetResult, error) {
+	type reply struct {
+		res *ForgetResult
+		err error
+	}
+	rc := make(chan reply, 1)
+	do := func(p *pusher) {
+		res, err := p.forget(target)
+		rc <- reply{res, err}
+	}
+	fail := func(err error) (*ForgetResult, error) {
+		return nil, fmt.Errorf("forget %s#%s: %w", s.b, s.ws, err)
+	}
+	for {
+		s.mu.Lock()
+		state, ch, lastErr, reason := s.state, s.changed, s.lastErr, s.reason
+		s.mu.Unlock()
+		switch state {
+		case ShipBackoff:
+			return fail(fmt.Errorf("%w: the continuous sync is backing off: %v", ErrRemoteDown, lastErr))
+		case ShipStopped:
+			return fail(fmt.Errorf("%w: %v", ErrShipStopped, reason))
+		}
+		select {
+		case s.between <- do:
+			r := <-rc // the loop runs do at once
+			if r.err != nil {
+				return fail(r.err)
+			}
+			return r.res, nil
+		case <-ch:
+		case <-s.done:
+		case <-ctx.Done():
+			return fail(context.Cause(ctx))
+		}
+	}
+}
+
+// forget is Forget's HEAD write by the session holding the lease; it
+// runs on the shipper's goroutine, between ships, so HEAD's seq is not
+// moving; the renewal is kept out by p.mu.
+func (p *pusher) forget(target string) (*ForgetResult, error) {
+	h := p.current()
+	gens, err := Generations(p.ctx, p.b, p.ws, &h)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lost != nil {
+		return nil, p.lost
+	}
+	cur := *p.head // a renewal meanwhile moved only the expiry
+	res, next, err := planForget(p.b.String(), p.ws, gens, &cur, target)
+	if err != nil || next == nil {
+		return res, err
+	}
+	if err := p.writeHeadLocked(p.ctx, next); err != nil {
 		return nil, err
 	}
 	res.Floor, res.Changed = next.Floor, true

@@ -95,6 +95,9 @@ type Shipper struct {
 	stop context.CancelCauseFunc
 	kick chan struct{}
 	done chan struct{}
+	// between: work run with the session's pusher between ships, on
+	// the loop's goroutine (Shipper.Forget, forget.go).
+	between chan func(*pusher)
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed (and replaced) on every change
@@ -118,7 +121,7 @@ func StartShipper(j *journal.Journal, b objstore.Backend, ws string, o ShipOptio
 	ctx, stop := context.WithCancelCause(context.Background())
 	s := &Shipper{j: j, b: &counting{Backend: b}, ws: ws, o: o.withDefaults(), ctx: ctx, stop: stop,
 		kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
-		state: ShipStarting, since: time.Now()}
+		state: ShipStarting, since: time.Now(), between: make(chan func(*pusher))}
 	go s.loop()
 	return s, nil
 }
@@ -262,6 +265,8 @@ func (s *Shipper) loop() {
 		case <-poll.C:
 		case <-s.kick:
 			lastShip = time.Time{}
+		case f := <-s.between:
+			f(p)
 		case <-s.ctx.Done():
 		}
 	}

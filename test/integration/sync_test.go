@@ -50,7 +50,7 @@ func syncStatus(t testing.TB, m *Mount) statusJSON {
 
 // syncedMount mounts a new project with a remote named origin at url and
 // --sync continuous (extra: more mount flags). The remote is added
-// unmounted, as `remote add` requires.
+// unmounted here (TestRemoteMountedFlow adds one to a mounted store).
 func syncedMount(t *testing.T, url string, extra ...string) *Mount {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "proj")

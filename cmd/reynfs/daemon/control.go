@@ -146,7 +146,12 @@ func (d *Daemon) handle(c net.Conn, peer int32) {
 			d.subscribe(c, enc, p)
 			return
 		}
-		resp := dispatchFrom(d.svc, d, &req, peer)
+		ctx, stop := context.Background(), func() {}
+		if len(req.ID) != 0 && waits(req.Method) {
+			ctx, stop = d.watchClient(c) // Ctrl-C ends the wait (clientgone.go)
+		}
+		resp := dispatchCtx(ctx, d.svc, d, &req, peer)
+		stop()
 		if len(req.ID) == 0 {
 			continue // a notification: no answer
 		}

@@ -25,6 +25,13 @@ func dispatch(s *Service, d *Daemon, req *api.Request) *api.Response {
 
 // dispatchFrom is dispatch for a request from process peer (0: unknown).
 func dispatchFrom(s *Service, d *Daemon, req *api.Request, peer int32) *api.Response {
+	return dispatchCtx(context.Background(), s, d, req, peer)
+}
+
+// dispatchCtx is dispatchFrom with the context of the call: the control
+// socket cancels it when the client goes away (push and sync stop
+// waiting; control.go).
+func dispatchCtx(ctx context.Context, s *Service, d *Daemon, req *api.Request, peer int32) *api.Response {
 	id := req.ID
 	if len(id) == 0 {
 		id = json.RawMessage("null")
@@ -34,7 +41,7 @@ func dispatchFrom(s *Service, d *Daemon, req *api.Request, peer int32) *api.Resp
 			Message: fmt.Sprintf("control socket: request is not JSON-RPC %s (jsonrpc %q)", api.JSONRPC, req.JSONRPC),
 			Data:    api.ErrorData{Kind: api.KindBadInput, Exit: api.KindBadInput.Exit()}})
 	}
-	res, err := guardedCall(s, d, peer, req)
+	res, err := guardedCall(ctx, s, d, peer, req)
 	var h *api.Head
 	if res != nil {
 		h = res.At() // unmount notes it before the store closes
@@ -66,7 +73,7 @@ func dispatchFrom(s *Service, d *Daemon, req *api.Request, peer int32) *api.Resp
 // half changed, and serving that would be worse than stopping (the
 // journal holds every acknowledged change; the next mount recovers). Its
 // stack goes to the daemon's log either way.
-func guardedCall(s *Service, d *Daemon, peer int32, req *api.Request) (res api.Result, err error) {
+func guardedCall(ctx context.Context, s *Service, d *Daemon, peer int32, req *api.Request) (res api.Result, err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -83,7 +90,7 @@ func guardedCall(s *Service, d *Daemon, peer int32, req *api.Request) (res api.R
 			Message: oneLine(fmt.Sprintf("%s: internal error: %v (the daemon's log has the stack); please report it", req.Method, r)),
 			Data:    api.ErrorData{Kind: api.KindInternal, Exit: api.KindInternal.Exit()}}
 	}()
-	return call(s, d, peer, req.Method, req.Params)
+	return call(ctx, s, d, peer, req.Method, req.Params)
 }
 
 // oneLine keeps the first line of s.
@@ -109,7 +116,7 @@ func errNeedsDaemon(method string) error {
 	return fmt.Errorf("%w: %s needs the workspace mounted", ErrNotRunning, method)
 }
 
-func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage) (api.Result, error) {
+func call(ctx context.Context, s *Service, d *Daemon, peer int32, method string, raw json.RawMessage) (api.Result, error) {
 	switch method {
 	case api.HelloParams{}.Method():
 		p, err := params[api.HelloParams](raw)
@@ -159,7 +166,7 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		if err != nil {
 			return nil, err
 		}
-		info, err := d.Push(context.Background(), p)
+		info, err := d.Push(ctx, p)
 		return &api.PushResult{Push: info}, err
 	case api.SyncParams{}.Method():
 		if d == nil {
@@ -169,7 +176,40 @@ func call(s *Service, d *Daemon, peer int32, method string, raw json.RawMessage)
 		if err != nil {
 			return nil, err
 		}
-		return result(d.Sync(context.Background(), p))
+		return result(d.Sync(ctx, p))
+	case api.SyncModeParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		p, err := params[api.SyncModeParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		return result(d.SetSyncMode(ctx, p))
+	case api.ForgetParams{}.Method():
+		if d == nil {
+			return nil, errNeedsDaemon(method)
+		}
+		p, err := params[api.ForgetParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		info, err := d.Forget(ctx, p)
+		return &api.ForgetResult{Forget: info}, err
+	case api.RemoteListParams{}.Method():
+		return result(remoteList(s, d))
+	case api.RemoteAddParams{}.Method():
+		p, err := params[api.RemoteAddParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		return result(remoteAdd(ctx, s, p))
+	case api.RemoteRemoveParams{}.Method():
+		p, err := params[api.RemoteRemoveParams](raw)
+		if err != nil {
+			return nil, err
+		}
+		return result(remoteRemove(s, d, p))
 	case api.SubscribeParams{}.Method():
 		// The stream itself is the connection's (control.go): here only
 		// the checks and the reply.

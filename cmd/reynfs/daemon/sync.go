@@ -102,14 +102,29 @@ func leaseTTL() (time.Duration, error) {
 }
 
 // syncer is a daemon's replication: the continuous sync (sh, nil when
-// manual) and the one-shot pushes beside it.
+// manual) and the one-shot pushes beside it. d.sync is set once mounted
+// and never replaced; sync.mode (syncmode.go) changes its fields under
+// mu, so a reader takes them with running.
 type syncer struct {
-	cfg  syncConfig
-	url  string
-	b    objstore.Backend
-	ttl  time.Duration // the lease's (0: the shipper's default)
-	sh   *replica.Shipper
-	push sync.Mutex // one mounted push at a time
+	mu     sync.Mutex
+	cfg    syncConfig
+	url    string
+	b      objstore.Backend
+	ttl    time.Duration // the lease's (0: the shipper's default)
+	sh     *replica.Shipper
+	closed bool       // unmounting: no sync starts any more
+	push   sync.Mutex // one mounted push at a time
+}
+
+// running returns the continuous sync (nil when manual) with its
+// config and URL.
+func (s *syncer) running() (*replica.Shipper, syncConfig, string) {
+	if s == nil {
+		return nil, syncConfig{}, ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sh, s.cfg, s.url
 }
 
 // prepareSync settles the sync mode before the mount: the flag, else
@@ -203,20 +218,33 @@ func (d *Daemon) startSync(s *syncer) {
 // lease; it returns a warning for whoever unmounts when records stay
 // unshipped ("" when none).
 func (d *Daemon) stopSync() string {
-	if d.sync == nil || d.sync.sh == nil {
+	if d.sync == nil {
 		return ""
 	}
+	d.sync.mu.Lock()
+	d.sync.closed = true
+	sh, c := d.sync.sh, d.sync.cfg
+	d.sync.mu.Unlock()
+	if sh == nil {
+		return ""
+	}
+	return d.drainSync(sh, c)
+}
+
+// drainSync stops sh (the continuous sync to c's remote) as stopSync
+// says.
+func (d *Daemon) drainSync(sh *replica.Shipper, c syncConfig) string {
 	wait := cmp.Or(d.cfg.SyncDrain, DefaultSyncDrain)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	st, err := d.sync.sh.Stop(ctx)
+	st, err := sh.Stop(ctx)
 	if err == nil {
-		d.log.Info().Str("remote", d.sync.cfg.Remote).Uint64("shipped", st.Shipped).Msg("sync: shipped everything and released the lease")
+		d.log.Info().Str("remote", c.Remote).Uint64("shipped", st.Shipped).Msg("sync: shipped everything and released the lease")
 		return ""
 	}
-	w := fmt.Sprintf("remote %s: %v; %d records (%.1f s) not shipped: 'reynfs push %s' sends them", d.sync.cfg.Remote, err, st.LagRecords, st.LagSeconds, d.sync.cfg.Remote)
+	w := fmt.Sprintf("remote %s: %v; %d records (%.1f s) not shipped: 'reynfs push %s' sends them", c.Remote, err, st.LagRecords, st.LagSeconds, c.Remote)
 	if st.LagRecords == 0 {
-		w = fmt.Sprintf("remote %s: %v", d.sync.cfg.Remote, err)
+		w = fmt.Sprintf("remote %s: %v", c.Remote, err)
 	}
 	d.log.Warn().Msg("sync: " + w)
 	return w
@@ -237,8 +265,8 @@ func (d *Daemon) durableNow() (uint64, error) {
 // remoteFor resolves a push's or sync's remote: the continuous sync's
 // when none is named, then as PickRemote.
 func (d *Daemon) remoteFor(name string) (string, string, error) {
-	if name == "" && d.sync != nil && d.sync.sh != nil {
-		return d.sync.cfg.Remote, d.sync.url, nil
+	if sh, c, url := d.sync.running(); name == "" && sh != nil {
+		return c.Remote, url, nil
 	}
 	rs, err := replica.Remotes(d.j)
 	if err != nil {
@@ -251,12 +279,13 @@ func (d *Daemon) remoteFor(name string) (string, string, error) {
 	return name, rs[name], nil
 }
 
-// continuousFor returns the running shipper when name is its remote.
-func (d *Daemon) continuousFor(name string) *replica.Shipper {
-	if d.sync != nil && d.sync.sh != nil && d.sync.cfg.Remote == name {
-		return d.sync.sh
+// continuousFor returns the running shipper, and the workspace it
+// writes, when name is its remote.
+func (d *Daemon) continuousFor(name string) (*replica.Shipper, string) {
+	if sh, c, _ := d.sync.running(); sh != nil && c.Remote == name {
+		return sh, c.WS
 	}
-	return nil
+	return nil, ""
 }
 
 // Push pushes the mounted workspace (see api.PushParams).
@@ -273,8 +302,7 @@ func (d *Daemon) push(ctx context.Context, p api.PushParams) (*api.PushInfo, err
 	if err != nil {
 		return nil, err
 	}
-	if sh := d.continuousFor(name); sh != nil {
-		ws := d.sync.cfg.WS
+	if sh, ws := d.continuousFor(name); sh != nil {
 		if p.WS != "" && p.WS != ws {
 			return nil, fmt.Errorf("%w: push --ws %s: the continuous sync to %s writes workspace %s", ErrUsage, p.WS, name, ws)
 		}
@@ -303,7 +331,7 @@ func (d *Daemon) push(ctx context.Context, p api.PushParams) (*api.PushInfo, err
 		return nil, err
 	}
 	return &api.PushInfo{Remote: r.Remote, WS: r.WS, From: r.From, Through: r.Through, Records: r.Records,
-		Segments: r.Segments, Packs: r.Packs, Objects: r.Objects, Bytes: r.Bytes}, nil
+		Segments: r.Segments, Packs: r.Packs, Objects: r.Objects, Bytes: r.Bytes, Names: r.Names}, nil
 }
 
 // Sync waits until the remote holds the durable head (see
@@ -349,9 +377,9 @@ func (d *Daemon) remoteStatus() ([]api.RemoteSync, error) {
 	durable := d.j.Durable()
 	var out []api.RemoteSync
 	seen := map[string]bool{}
-	if d.sync != nil && d.sync.sh != nil {
-		st := d.sync.sh.Status()
-		r := api.RemoteSync{Name: d.sync.cfg.Remote, URL: d.sync.url, WS: st.WS, Mode: SyncContinuous,
+	if sh, c, url := d.sync.running(); sh != nil {
+		st := sh.Status()
+		r := api.RemoteSync{Name: c.Remote, URL: url, WS: st.WS, Mode: SyncContinuous,
 			State: st.State, Since: st.Since, Shipped: st.Shipped, Durable: st.Durable,
 			LagRecords: st.LagRecords, LagSeconds: st.LagSeconds, PendingBytes: st.PendingBytes,
 			LastError: st.LastError, Reason: st.Reason, Requests: st.Requests, BytesSent: st.BytesSent}
