@@ -110,6 +110,17 @@ type Shipper struct {
 	draining context.Context
 	est      estimate
 	guarded  time.Time // when the loop last read remote GC's state (guard)
+	// tries: the tries begun (a session's open, a ship); failedTry:
+	// the try whose failure set the state backing-off. Wait reports the
+	// remote down only for a try begun after it was called.
+	tries, failedTry uint64
+}
+
+// try counts a try begun.
+func (s *Shipper) try() {
+	s.mu.Lock()
+	s.tries++
+	s.mu.Unlock()
 }
 
 // StartShipper starts replicating workspace ws of j to b. It returns at
@@ -144,7 +155,7 @@ func (s *Shipper) set(state string, err error) {
 	s.state = state
 	switch state {
 	case ShipBackoff:
-		s.lastErr = err
+		s.lastErr, s.failedTry = err, s.tries
 	case ShipStopped:
 		s.reason = err
 	case ShipShipping, ShipIdle:
@@ -205,6 +216,7 @@ func (s *Shipper) loop() {
 		drain := s.drainCtx()
 		if p == nil {
 			var err error
+			s.try()
 			p, err = s.open()
 			if err != nil {
 				if fatal(err) || drain != nil {
@@ -223,6 +235,7 @@ func (s *Shipper) loop() {
 		due := drain != nil || time.Since(lastShip) >= s.o.Interval || s.pending() >= s.o.MaxPending
 		if due && durable > p.current().Seq {
 			s.set(ShipShipping, nil)
+			s.try()
 			err := s.ship(p)
 			lastShip = time.Now()
 			if err != nil {
@@ -434,22 +447,24 @@ func (s *Shipper) Done() <-chan struct{} { return s.done }
 // makes at once fails too (the remote is down: the caller says so
 // rather than hang).
 func (s *Shipper) Wait(ctx context.Context, seq uint64) error {
+	s.mu.Lock()
+	begun := s.tries
+	s.mu.Unlock()
 	s.Kick() // a backing-off shipper tries again now, not at its timer
-	retried := false
 	for {
 		s.mu.Lock()
 		shipped, state, ch := s.shipped, s.state, s.changed
-		lastErr, reason := s.lastErr, s.reason
+		lastErr, reason, failed := s.lastErr, s.reason, s.failedTry
 		s.mu.Unlock()
 		switch {
 		case shipped >= seq && (state != ShipStarting):
 			return nil
 		case state == ShipStopped:
 			return fmt.Errorf("%w at seq %d: %v", ErrShipStopped, shipped, reason)
-		case state == ShipBackoff && retried:
+		case state == ShipBackoff && failed > begun:
+			// A try begun after the kick failed (one begun before,
+			// under way when Wait was called, does not count).
 			return fmt.Errorf("%w: %s holds seqs through %d of %d: %v", ErrRemoteDown, s.b.String(), shipped, seq, lastErr)
-		case state == ShipBackoff:
-			retried = true // the kick's try ends with a change of state
 		}
 		select {
 		case <-ch:

@@ -416,3 +416,44 @@ func TestShipperWaitAfterOutage(t *testing.T) {
 		t.Fatalf("wait after the outage: %v", err)
 	}
 }
+
+// TestShipperWaitIgnoresEarlierTry: a try begun before Wait (a stale
+// kick's, still under way with the remote down) fails after Wait was
+// called; Wait must not take that for the remote being down, but wait
+// for the try its own kick starts, which succeeds.
+func TestShipperWaitIgnoresEarlierTry(t *testing.T) {
+	s := newSource(t)
+	b := objstorefake.New("earlier")
+	var down, gate atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	b.SetHook(func(objstorefake.Op, string) error {
+		if gate.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+			return errors.New("connection refused")
+		}
+		if down.Load() {
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	sh := startShipper(t, s, b, ShipOptions{MinBackoff: time.Minute, MaxBackoff: time.Minute})
+	waitState(t, sh, ShipIdle)
+	down.Store(true)
+	s.write(t, "a.txt", []byte("during the outage"))
+	s.sync(t)
+	waitState(t, sh, ShipBackoff)
+	gate.Store(true)
+	sh.Kick() // a try begins and blocks in its first request
+	<-entered
+	down.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { res <- sh.Wait(ctx, s.j.Durable()) }()
+	time.Sleep(200 * time.Millisecond) // Wait is waiting
+	close(release)                     // the earlier try fails now
+	if err := <-res; err != nil {
+		t.Fatalf("wait: %v; want the try after its kick to ship", err)
+	}
+}
