@@ -26,6 +26,11 @@ type FetchResult struct {
 	Bytes   int64  `json:"bytes"`
 }
 
+// ErrCloneAgain: the store cannot be brought up to date by a fetch (it
+// was not cloned from the workspace, or the remote no longer keeps the
+// seqs after the ones it holds): clone it again.
+var ErrCloneAgain = errors.New("clone it again")
+
 type fetched struct {
 	Seq uint64 `json:"seq"`
 }
@@ -117,7 +122,7 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 		return nil, err
 	}
 	if got == nil {
-		return nil, fmt.Errorf("this store was not cloned from workspace %s of %s (fetch brings a clone up to date)", ws, b)
+		return nil, fmt.Errorf("%w: this store was not cloned from workspace %s of %s (fetch brings a clone up to date)", ErrCloneAgain, ws, b)
 	}
 	h, _, err := ReadHead(ctx, b, ws)
 	if err != nil {
@@ -135,7 +140,7 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 	if start := h.Start(); start > got.Seq+1 {
 		// A forget (forget.go) dropped seqs this store never fetched:
 		// the records after them would replay over a gap.
-		return nil, fmt.Errorf("the remote keeps %s from seq %d on (forget --remote) and this store holds it only through seq %d: clone it again", ws, start, got.Seq)
+		return nil, fmt.Errorf("%w: the remote keeps %s from seq %d on (forget --remote) and this store holds it only through seq %d", ErrCloneAgain, ws, start, got.Seq)
 	}
 	recs, n, err := segmentRecords(ctx, b, ws, h, got.Seq+1)
 	if err != nil {
