@@ -83,6 +83,9 @@ func guardedCall(s *Service, d *Daemon, peer int32, req *api.Request) (res api.R
 			Message: oneLine(fmt.Sprintf("%s: internal error: %v (the daemon's log has the stack); please report it", req.Method, r)),
 			Data:    api.ErrorData{Kind: api.KindInternal, Exit: api.KindInternal.Exit()}}
 	}()
+	if err := followerRefuses(s, d, req.Method, req.Params); err != nil { // follow.go
+		return nil, err
+	}
 	return call(s, d, peer, req.Method, req.Params)
 }
 
