@@ -27,6 +27,7 @@ type cloneOptions struct {
 	lazy     bool
 	prefetch bool
 	asJSON   bool
+	quiet    bool // no closing line (mount --follow clones first)
 }
 
 func newCloneCommand() *cobra.Command {
@@ -156,6 +157,9 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if o.quiet {
+		return nil
 	}
 	if o.asJSON {
 		return printJSON(cloneInfo{CloneResult: res, Dir: dest, Store: store})
