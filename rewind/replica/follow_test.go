@@ -1,0 +1,167 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/reynfs/reynfs/agents"
+	"github.com/reynfs/reynfs/cas/objstore/objstorefake"
+	"github.com/reynfs/reynfs/fs/tree"
+	"github.com/reynfs/reynfs/rewind"
+)
+
+// TestFollower: a follower of a clone tracks what its source pushes
+// (writes, a rewind of the writer's, a new generation): each time the
+// live tree's root becomes the source's state at the remote's head, and
+// the follower's journal holds exactly the remote's seqs (nothing of
+// its own, so a plain Fetch afterwards finds it up to date). With the
+// remote failing it backs off and says so, and catches up after. A
+// follower store refuses to push, writing nothing to the remote.
+func TestFollower(t *testing.T) {
+	ctx := context.Background()
+	b := objstorefake.New(t.Name())
+	s := newSource(t)
+	s.write(t, "a.txt", pattern(1, 70000))
+	s.mkdir(t, "d")
+	s.write(t, "d/b.txt", []byte("bee\n"))
+	s.cut(t, "one")
+	if _, err := Push(ctx, s.j, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	if _, err := CloneLazy(ctx, b, "w", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	cj := openClone(t, dir)
+	lz, err := OpenLazy(ctx, cj, dir, LazyOptions{Backend: b, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lz.Close() })
+	cfg := FollowConfig{Source: "origin#w", URL: b.String(), WS: "w"}
+	if err := SetFollow(cj, cfg); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := rewind.Reconstruct(cj, cj.Head())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := tree.NewLive(tr, cj, 1<<30, 1<<30, func(uint64) error { return nil })
+	rw := &rewind.Rewinder{J: cj, Live: live, Agents: agents.NewRegistry(nil)}
+	var advances atomic.Int64
+	f, err := StartFollower(cj, b, cfg, FollowOptions{Every: 10 * time.Millisecond, MinBackoff: 10 * time.Millisecond,
+		MaxBackoff: 50 * time.Millisecond, Served: cj.Head(), Log: zerolog.Nop(),
+		Advance: func(head uint64) error {
+			advances.Add(1)
+			_, err := rw.Advance(head)
+			return err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+
+	// caughtUp waits until the follower serves the source's head and
+	// checks the live tree against the source's state there.
+	caughtUp := func(what string) {
+		t.Helper()
+		want := s.j.Head()
+		deadline := time.Now().Add(20 * time.Second)
+		for f.Status().Local < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the follower never served seq %d: %+v", what, want, f.Status())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		st := f.Status()
+		if st.Local != want || st.Remote != want || st.LagRecords != 0 || st.State != FollowFollowing {
+			t.Fatalf("%s: status %+v, want following at seq %d", what, st, want)
+		}
+		if cj.Head() != want {
+			t.Fatalf("%s: the follower's journal is at seq %d, the remote's HEAD at %d", what, cj.Head(), want)
+		}
+		live.Lock()
+		root, _, err := live.Tree().Root()
+		live.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := stateRoot(t, s.j, want); root != w {
+			t.Fatalf("%s: the follower serves root %s, the source's state at seq %d is %s", what, root.Short(), want, w.Short())
+		}
+	}
+
+	s.write(t, "a.txt", pattern(2, 90000))
+	s.unlink(t, "d/b.txt")
+	s.mkdir(t, "e")
+	s.write(t, "e/c.txt", []byte("sea\n"))
+	s.sync(t)
+	if _, err := Push(ctx, s.j, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp("writes")
+	if advances.Load() == 0 {
+		t.Fatal("the follower never advanced")
+	}
+
+	// The writer rewinds (a reset record of its own) and cuts.
+	at := s.j.Head()
+	s.write(t, "gone.txt", []byte("abandoned\n"))
+	s.sync(t)
+	if _, err := s.rw.Rewind(at, false); err != nil {
+		t.Fatal(err)
+	}
+	s.cut(t, "two")
+	if _, err := Push(ctx, s.j, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp("a rewind on the writer")
+
+	// The remote fails: backing off, with the error; then it catches up.
+	var down atomic.Bool
+	errDown := errors.New("connection refused (test)")
+	b.SetHook(func(op objstorefake.Op, key string) error {
+		if down.Load() {
+			return errDown
+		}
+		return nil
+	})
+	down.Store(true)
+	deadline := time.Now().Add(10 * time.Second)
+	for st := f.Status(); st.State != FollowDown || st.LastError == ""; st = f.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower never backed off: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	down.Store(false)
+	s.write(t, "later.txt", []byte("after the outage\n"))
+	s.sync(t)
+	if _, err := Push(ctx, s.j, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp("after the outage")
+
+	// Nothing of its own: the follower's store is a prefix of the remote.
+	f.Stop()
+	if res, err := Fetch(ctx, cj, b, "w"); err != nil || res.From != 0 {
+		t.Fatalf("fetch after following: %+v, %v (want nothing new)", res, err)
+	}
+	keys := b.Keys()
+	if _, err := PushWith(ctx, cj, b, "w", Options{}); !errors.Is(err, ErrFollower) {
+		t.Fatalf("push from a follower store: %v, want ErrFollower", err)
+	}
+	if _, err := PushWith(ctx, cj, b, "other", Options{}); !errors.Is(err, ErrFollower) {
+		t.Fatalf("push --ws other from a follower store: %v, want ErrFollower", err)
+	}
+	if got := b.Keys(); !slices.Equal(got, keys) {
+		t.Fatalf("a refused push wrote to the remote: %d keys, was %d", len(got), len(keys))
+	}
+}
