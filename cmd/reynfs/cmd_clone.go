@@ -245,8 +245,14 @@ func adoptLazy(db, dir, origin string, prefetch bool) error {
 	if err != nil {
 		return err
 	}
-	root, _, err := t.Root()
+	root, blobs, err := t.Root()
 	if err != nil {
+		return err
+	}
+	// A head past the last generation replays records: the root and the
+	// directories above what they changed are new objects, stored by no
+	// one yet.
+	if err := rewind.StoreBlobs(j.Objects(), blobs); err != nil {
 		return err
 	}
 	data, err := j.Objects().Get(root)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -23,6 +24,25 @@ fetches the new records and serves the new head, readers seeing the old tree or 
 new one. The store remembers it: 'reynfs mount DIR' keeps following, and push,
 --sync continuous, checkpoint, rewind and the like are refused ("DIR follows
 SRC: read-only"). 'reynfs status' shows the seqs, the lag and the state.`
+
+// followDir creates a follower's missing DIR (as clone does); it
+// reports whether it did.
+func followDir(o mountOptions, dir string) (bool, error) {
+	if o.follow == "" || o.readyFd != 0 {
+		return false, nil
+	}
+	abs, err := absPath(dir)
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Lstat(abs); !os.IsNotExist(err) {
+		return false, nil
+	}
+	if err := os.Mkdir(abs, 0o755); err != nil {
+		return false, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return true, nil
+}
 
 // prepareFollow makes the store of paths a follower of src (mount
 // --follow): a lazy clone of src's head when there is no store yet, else

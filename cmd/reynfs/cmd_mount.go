@@ -120,6 +120,10 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	if o.followEvery <= 0 {
 		return fmt.Errorf("%w: --follow-every %s: want a positive duration", errUsage, o.followEvery)
 	}
+	made, err := followDir(o, dir)
+	if err != nil {
+		return err
+	}
 	paths, err := daemon.Resolve(dir, o.at, o.store)
 	if err != nil {
 		return err
@@ -130,6 +134,9 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	}
 	if o.follow != "" && o.readyFd == 0 { // the spawning parent did it
 		if err := prepareFollow(ctx, o, paths); err != nil {
+			if made {
+				_ = os.Remove(paths.Dir)
+			}
 			return err
 		}
 	}
