@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,7 +135,7 @@ func TestFollowMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.Dir, "sub", "deep", "new.txt"), []byte("new dir\n"), 0o644)
-	shipped(t, w)
+	grown := shipped(t, w)
 	waitFile(t, f, filepath.Join(f.Dir, "grow.txt"), "one\ntwo\nthree\n", false)
 	waitFile(t, f, filepath.Join(f.Dir, "new-name.txt"), "renamed\n", false)
 	waitFile(t, f, filepath.Join(f.Dir, "old-name.txt"), "", true)
@@ -164,6 +165,10 @@ func TestFollowMount(t *testing.T) {
 	}
 	shipped(t, w)
 	waitFile(t, f, filepath.Join(f.Dir, "grow.txt"), "one\n", false)
+	// The history views show the fetched past.
+	if b, err := os.ReadFile(filepath.Join(f.Dir, ".reynfs", "seq", strconv.FormatUint(grown, 10), "grow.txt")); err != nil || string(b) != "one\ntwo\nthree\n" {
+		t.Errorf(".reynfs/seq/%d/grow.txt in the follower: %q, %v", grown, b, err)
+	}
 
 	// Read-only: the kernel mount, every mutation, the control methods.
 	if !mountedReadOnly(t, f.Dir) {
@@ -243,4 +248,93 @@ func mountedReadOnly(t *testing.T, point string) bool {
 	}
 	t.Fatalf("%s is not in mountinfo", point)
 	return false
+}
+
+// TestFollowTakeoverOutage: a follower keeps following across a takeover
+// (clone --take, then pushes from the new writer in a new epoch), keeps
+// serving while the remote is unreachable (status: backing off, with the
+// error) and catches up once it is back.
+func TestFollowTakeoverOutage(t *testing.T) {
+	requireFUSE(t)
+	base := t.TempDir()
+	remote := filepath.Join(base, "remote")
+	if err := os.Mkdir(remote, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(base, "proj")
+	writeFile(t, filepath.Join(src, "a.txt"), []byte("first writer\n"), 0o644)
+	w := mountProject(t, src)
+	w.Unmount()
+	for _, args := range [][]string{
+		{"remote", "add", "origin", "file://" + remote, "--dir", src, "--store", w.Store},
+		{"push", "--dir", src, "--store", w.Store},
+	} {
+		if r := w.Run(args...); r.Code != 0 {
+			t.Fatalf("reynfs %s: exit %d: %s%s", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	f := followMount(t, "file://"+remote+"#proj", filepath.Join(base, "follower"), filepath.Join(base, "fstore"), "--prefetch=false")
+	waitFile(t, f, filepath.Join(f.Dir, "a.txt"), "first writer\n", false)
+
+	// A second machine takes the workspace over and pushes.
+	n := &Mount{t: t, Dir: filepath.Join(base, "second", "proj"), Store: filepath.Join(base, "nstore"), env: testEnv(t)}
+	t.Cleanup(n.cleanup)
+	if r := n.Run("clone", "--take", "file://"+remote+"#proj", n.Dir, "--store", n.Store); r.Code != 0 {
+		t.Fatalf("clone --take: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	push := func(body string) {
+		t.Helper()
+		writeFile(t, filepath.Join(n.Dir, "a.txt"), []byte(body), 0o644)
+		n.Mount() // records the change made while unmounted
+		n.Unmount()
+		if r := n.Run("push", "--dir", n.Dir, "--store", n.Store); r.Code != 0 {
+			t.Fatalf("push from the new writer: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	push("second writer\n")
+	var h struct {
+		Epochs []json.RawMessage `json:"epochs"`
+	}
+	if b, err := os.ReadFile(filepath.Join(remote, "ws", "proj", "HEAD")); err != nil || json.Unmarshal(b, &h) != nil || len(h.Epochs) < 2 {
+		t.Fatalf("HEAD after the takeover: %d epochs, %v", len(h.Epochs), err)
+	}
+	waitFile(t, f, filepath.Join(f.Dir, "a.txt"), "second writer\n", false)
+
+	// The remote goes away: the follower serves what it has and says so.
+	away := remote + ".away"
+	if err := os.Rename(filepath.Join(remote, "ws"), away); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			_ = os.Rename(away, filepath.Join(remote, "ws"))
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, st := followStatus(t, f)
+		if st != nil && st.State == "backing-off" && st.LastError != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower never said the remote is down: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if b, err := os.ReadFile(filepath.Join(f.Dir, "a.txt")); err != nil || string(b) != "second writer\n" {
+		t.Fatalf("a.txt while the remote is down: %q, %v", b, err)
+	}
+	if r := f.Run("status", f.Dir, "--store", f.Store); r.Code != 0 || !strings.Contains(r.Stdout, "backing-off") {
+		t.Errorf("status while the remote is down: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if err := os.Rename(away, filepath.Join(remote, "ws")); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	push("third, after the outage\n")
+	waitFile(t, f, filepath.Join(f.Dir, "a.txt"), "third, after the outage\n", false)
+	if _, st := followStatus(t, f); st == nil || st.State != "following" {
+		t.Fatalf("after the outage: %+v", st)
+	}
 }
