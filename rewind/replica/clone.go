@@ -224,7 +224,15 @@ type cloner struct {
 	where map[cas.Hash]located
 	loc   local
 	trees map[string]openPack // tree packs read so far
+	// ixCache: index files decoded by an earlier fetch (nil: none);
+	// an index file never changes under its key.
+	ixCache IndexCache
 }
+
+// IndexCache keeps decoded index files across fetches (a follower's
+// steps): a fetch then lists packs/ and reads only the index files it
+// has not seen.
+type IndexCache map[string]*Index
 
 type located struct {
 	pack string
@@ -317,16 +325,21 @@ func (c *cloner) indexes() error {
 	}
 	c.where = map[cas.Hash]located{}
 	for _, k := range keys {
-		data, _, err := c.b.Get(c.ctx, k)
-		if err != nil {
-			return err
-		}
-		x, err := DecodeIndex(k, data)
-		if err != nil {
-			return err
+		x := c.ixCache[k]
+		if x == nil {
+			data, _, err := c.b.Get(c.ctx, k)
+			if err != nil {
+				return err
+			}
+			if x, err = DecodeIndex(k, data); err != nil {
+				return err
+			}
+			c.res.Bytes += int64(len(data))
+			if c.ixCache != nil {
+				c.ixCache[k] = x
+			}
 		}
 		id := strings.TrimSuffix(strings.TrimPrefix(k, "packs/"), ".idx")
-		c.res.Bytes += int64(len(data))
 		if c.lazy && x.Kind == KindData {
 			c.dataPacks = append(c.dataPacks, dataPack{id: id, x: x})
 			continue

@@ -101,6 +101,12 @@ func FetchedWorkspaces(ctx context.Context, j *journal.Journal, b objstore.Backe
 // take the same seqs. The store's live state becomes the remote's head;
 // the next mount serves it (as after an offline rewind).
 func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws string) (res *FetchResult, err error) {
+	return FetchWith(ctx, j, b, ws, nil)
+}
+
+// FetchWith is Fetch reading the index files through ix (nil: each
+// read afresh); a follower keeps one for its life.
+func FetchWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws string, ix IndexCache) (res *FetchResult, err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("fetch %s#%s: %w", b, ws, err)
@@ -164,7 +170,7 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 		return res, err
 	}
 	res.From = recs[0].Seq
-	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h, loc: loc, res: &CloneResult{}}
+	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h, loc: loc, res: &CloneResult{}, ixCache: ix}
 	if err := c.indexes(); err != nil {
 		return nil, err
 	}

@@ -129,6 +129,8 @@ type Follower struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	ix IndexCache // index files read by earlier steps
+
 	mu     sync.Mutex
 	st     FollowStatus
 	behind time.Time // when HEAD was first seen past what is served
@@ -153,7 +155,7 @@ func StartFollower(j *journal.Journal, b objstore.Backend, c FollowConfig, o Fol
 		o.MaxBackoff = 30 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Follower{j: j, b: b, c: c, o: o, cancel: cancel, done: make(chan struct{})}
+	f := &Follower{j: j, b: b, c: c, o: o, cancel: cancel, done: make(chan struct{}), ix: IndexCache{}}
 	f.st = FollowStatus{Source: c.Source, URL: c.URL, WS: c.WS, State: FollowStarting, Since: time.Now(), Local: o.Served}
 	go f.run(ctx)
 	return f, nil
@@ -259,7 +261,7 @@ func (f *Follower) step(ctx context.Context) error {
 	if h.Seq < served {
 		return fmt.Errorf("%w: the remote's HEAD is at seq %d, behind the seq %d this follower serves", ErrDiverged, h.Seq, served)
 	}
-	if _, err := Fetch(ctx, f.j, f.b, f.c.WS); err != nil {
+	if _, err := FetchWith(ctx, f.j, f.b, f.c.WS, f.ix); err != nil {
 		return err
 	}
 	head := f.j.Head()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,6 +57,23 @@ func TestFollower(t *testing.T) {
 	}
 	live := tree.NewLive(tr, cj, 1<<30, 1<<30, func(uint64) error { return nil })
 	rw := &rewind.Rewinder{J: cj, Live: live, Agents: agents.NewRegistry(nil)}
+	// Every request the follower makes from here, by key; the remote
+	// fails while down is set.
+	var down atomic.Bool
+	var reqMu sync.Mutex
+	idxGets := map[string]int{}
+	errDown := errors.New("connection refused (test)")
+	b.SetHook(func(op objstorefake.Op, key string) error {
+		if down.Load() {
+			return errDown
+		}
+		if op == objstorefake.OpGet && strings.HasSuffix(key, ".idx") {
+			reqMu.Lock()
+			idxGets[key]++
+			reqMu.Unlock()
+		}
+		return nil
+	})
 	var advances atomic.Int64
 	f, err := StartFollower(cj, b, cfg, FollowOptions{Every: 10 * time.Millisecond, MinBackoff: 10 * time.Millisecond,
 		MaxBackoff: 50 * time.Millisecond, Served: cj.Head(), Log: zerolog.Nop(),
@@ -125,14 +144,6 @@ func TestFollower(t *testing.T) {
 	caughtUp("a rewind on the writer")
 
 	// The remote fails: backing off, with the error; then it catches up.
-	var down atomic.Bool
-	errDown := errors.New("connection refused (test)")
-	b.SetHook(func(op objstorefake.Op, key string) error {
-		if down.Load() {
-			return errDown
-		}
-		return nil
-	})
 	down.Store(true)
 	deadline := time.Now().Add(10 * time.Second)
 	for st := f.Status(); st.State != FollowDown || st.LastError == ""; st = f.Status() {
@@ -151,6 +162,13 @@ func TestFollower(t *testing.T) {
 
 	// Nothing of its own: the follower's store is a prefix of the remote.
 	f.Stop()
+	reqMu.Lock()
+	for k, n := range idxGets { // the source's pushes read none
+		if n > 1 {
+			t.Errorf("the follower read %s %d times (an index file never changes)", k, n)
+		}
+	}
+	reqMu.Unlock()
 	if res, err := Fetch(ctx, cj, b, "w"); err != nil || res.From != 0 {
 		t.Fatalf("fetch after following: %+v, %v (want nothing new)", res, err)
 	}
