@@ -324,5 +324,54 @@
 // objects (the clone records them as held); a fetch into it leaves them
 // on the remote and fetches only the objects new records add.
 //
-// Not built: follower mounts (mount --follow), remote repacking.
+// # Follower (follow.go)
+//
+// A follower store (mount --follow URL#WS: a lazy clone of head, marked
+// by SetFollow in the journal's meta) tracks a workspace written
+// elsewhere and never writes to it: PushWith and the lease (so every
+// push and continuous sync) refuse a follower store (FollowerError,
+// "this store follows SRC: read-only") before their first request. A
+// Follower reads HEAD every Every (1 s; one GET when nothing moved) and,
+// when its seq is past what is served, runs FetchWith (the segments
+// after the fetched seq, the objects their records add that the store
+// lacks, then the records under their own seqs; a lazy store's objects
+// stay on the remote, and the index files already read are kept in an
+// IndexCache, as an index never changes under its key), then Advance
+// with the new head. HEAD first, then only what it covers, as every
+// reader: a takeover (a new epoch continuing HEAD's seqs) and a raised
+// floor are followed like any push.
+//
+// Moving the served tree: a rewind to the new head would append a reset
+// record and a generation, records the remote does not have, and the
+// next fetch would find the store diverged. Advance
+// (rewind.Rewinder.Advance) appends nothing. The follower's journal is
+// always the remote's prefix, byte for byte, so the state at the new
+// head is what reconstruct(head) gives on the next open; Advance does
+// the same in place, under the live lock: graft the live tree to the
+// generation head replays from and replay the records after it on
+// head's path (the writer's own resets included), swap, and, with the
+// lock released, invalidate the kernel's caches of what changed (the
+// rewind's own code: invariant 12 holds by construction). Readers see
+// the tree before or after, never a mix. Chosen over replacing the live
+// tree with a fresh reconstruct: the graft keeps every unchanged node,
+// its inode number and the kernel's caches of it.
+//
+// State: following; backing-off (any error but the ones below: the
+// remote down, a timeout; 500 ms doubling to 30 s, one log line per
+// change of state; the mount serves what it has); stopped with the
+// reason (ErrDiverged: the remote's history no longer continues the
+// store's, HEAD behind what is served; ErrCloneAgain: the workspace
+// made again or its seqs forgotten past what the store holds;
+// ErrCorrupt). Status: local seq, HEAD's seq as last read, the lag in
+// records and in seconds since HEAD was first seen past what is served.
+// The daemon (cmd/reynfs/daemon follow.go) mounts a follower read-only,
+// refuses the control methods that would append a record, and cuts no
+// generation at unmount.
+//
+// Tests: TestFollower (objstorefake: writes, a writer's rewind, an
+// outage and the catch-up, each index file read once, no record of its
+// own, a refused push writes nothing); test/integration follow_test.go
+// on real mounts.
+//
+// Not built: remote repacking.
 package replica
