@@ -66,7 +66,7 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 func newMountCommand() *cobra.Command {
 	var o mountOptions
 	cmd := &cobra.Command{
-		Use:   "mount DIR [--at MOUNTPOINT] [--store PATH]",
+		Use:   "mount DIR [--at MOUNTPOINT] [--store PATH] [--follow URL#WS [--follow-every D]]",
 		Short: "Mount a project directory as a versioned workspace",
 		Long: `Mount DIR (over itself unless --at is given). The first mount imports DIR as the
 first generation; later mounts resume at head and record changes made to DIR while it

@@ -138,8 +138,15 @@ func printStatus(s *api.Status, asJSON bool) {
 
 // followLine is status's line for a follower mount (mount --follow).
 func followLine(f *api.FollowStatus) string {
-	line := fmt.Sprintf("follows:  %s (%s#%s), read-only, %s: local seq %d, remote HEAD seq %d, lag %d records (%.1f s)",
-		f.Source, f.URL, f.WS, f.State, f.LocalSeq, f.RemoteSeq, f.LagRecords, f.LagSeconds)
+	src := f.Source
+	if full := f.URL + "#" + f.WS; full != src {
+		src += " (" + full + ")"
+	}
+	if f.State == "not mounted" {
+		return fmt.Sprintf("follows:  %s, read-only; holds seq %d; 'reynfs mount' follows it", src, f.LocalSeq)
+	}
+	line := fmt.Sprintf("follows:  %s, read-only, %s: local seq %d, remote HEAD seq %d, lag %d records (%.1f s)",
+		src, f.State, f.LocalSeq, f.RemoteSeq, f.LagRecords, f.LagSeconds)
 	if f.LastError != "" {
 		line += "; last error: " + oneLine(f.LastError)
 	}

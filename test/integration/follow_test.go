@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -215,6 +216,9 @@ func TestFollowMount(t *testing.T) {
 	f.Unmount()
 	if r := f.Run("fsck", "--store", f.Store); r.Code != 0 {
 		t.Fatalf("fsck of the follower: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := f.Run("status", f.Dir, "--store", f.Store); !strings.Contains(r.Stdout, fmt.Sprintf("read-only; holds seq %d", head)) {
+		t.Errorf("status of the unmounted follower (head %d): exit %d: %s%s", head, r.Code, r.Stdout, r.Stderr)
 	}
 	f.Mount()
 	fsyncWrite(t, filepath.Join(w.Dir, "grow.txt"), []byte("after the remount\n"))

@@ -39,6 +39,7 @@ import (
 	"github.com/reynfs/reynfs/agents/api"
 	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cas/objstore"
+	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
 	"github.com/reynfs/reynfs/rewind/replica"
 )
@@ -134,6 +135,16 @@ func (d *Daemon) followStatus() *api.FollowStatus {
 	return &api.FollowStatus{Source: st.Source, URL: st.URL, WS: st.WS, State: st.State,
 		Since: st.Since.UTC().Format(time.RFC3339), LocalSeq: st.Local, RemoteSeq: st.Remote,
 		LagRecords: st.LagRecords, LagSeconds: st.LagSeconds, LastError: st.LastError, Reason: st.Reason}
+}
+
+// storeFollowStatus is the follower part of an unmounted store's
+// status (nil: not a follower): what it follows and the seq it holds.
+func storeFollowStatus(j *journal.Journal) (*api.FollowStatus, error) {
+	c, err := replica.Following(j)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return &api.FollowStatus{Source: c.Source, URL: c.URL, WS: c.WS, State: "not mounted", LocalSeq: j.Head()}, nil
 }
 
 // followerRefuses refuses, on a follower store (mounted or not), the
