@@ -128,7 +128,7 @@ func FetchWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws s
 		return nil, err
 	}
 	if got == nil {
-		return nil, fmt.Errorf("%w: this store was not cloned from workspace %s of %s (fetch brings a clone up to date)", ErrCloneAgain, ws, b)
+		return nil, fmt.Errorf("%w: this store was not cloned from workspace %s of %s, or the remote was made again since (fetch brings a clone up to date)", ErrCloneAgain, ws, b)
 	}
 	h, _, err := ReadHead(ctx, b, ws)
 	if err != nil {

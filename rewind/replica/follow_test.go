@@ -216,3 +216,60 @@ func remoteKeys(t *testing.T, b objstore.Backend) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// TestFollowerStops: when the remote workspace is made again (emptied and
+// pushed to by another store: another history under the same name), the
+// follower stops with the reason, writes nothing to its store and keeps
+// serving what it served.
+func TestFollowerStops(t *testing.T) {
+	ctx := context.Background()
+	b := objstorefake.New(t.Name())
+	s := newSource(t)
+	s.write(t, "a.txt", []byte("first history\n"))
+	s.cut(t, "one")
+	if _, err := Push(ctx, s.j, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	if _, err := Clone(ctx, b, "w", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	cj := openClone(t, dir)
+	cfg := FollowConfig{Source: "origin#w", URL: b.String(), WS: "w"}
+	if err := SetFollow(cj, cfg); err != nil {
+		t.Fatal(err)
+	}
+	held := cj.Head()
+	var advanced atomic.Int64
+	f, err := StartFollower(cj, b, cfg, FollowOptions{Every: 10 * time.Millisecond, MinBackoff: 10 * time.Millisecond,
+		Served: held, Log: zerolog.Nop(), Advance: func(uint64) error { advanced.Add(1); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+	for _, k := range b.Keys() {
+		if err := b.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := newSource(t)
+	o.write(t, "b.txt", []byte("another history\n"))
+	for range 5 {
+		o.cut(t, "more")
+	}
+	if _, err := Push(ctx, o.j, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	st := f.Status()
+	for ; st.State != FollowStopped; st = f.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower never stopped: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st.Reason == "" || st.Local != held || cj.Head() != held || advanced.Load() != 0 {
+		t.Fatalf("stopped: %+v; store head %d (held %d), %d advances", st, cj.Head(), held, advanced.Load())
+	}
+	t.Logf("stopped: %s", st.Reason)
+}
