@@ -220,6 +220,15 @@ func TestFollowMount(t *testing.T) {
 	if r := f.Run("status", f.Dir, "--store", f.Store); !strings.Contains(r.Stdout, fmt.Sprintf("read-only; holds seq %d", head)) {
 		t.Errorf("status of the unmounted follower (head %d): exit %d: %s%s", head, r.Code, r.Stdout, r.Stderr)
 	}
+	for _, args := range [][]string{
+		{"push", "--dir", f.Dir, "--store", f.Store},
+		{"rewind", "-1", "--dir", f.Dir, "--store", f.Store},
+	} {
+		r := f.Run(args...)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "follows file://"+remote+"#proj: read-only") || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
+			t.Errorf("reynfs %s on an unmounted follower: exit %d: %s", args[0], r.Code, r.Stderr)
+		}
+	}
 	f.Mount()
 	fsyncWrite(t, filepath.Join(w.Dir, "grow.txt"), []byte("after the remount\n"))
 	shipped(t, w)
@@ -227,8 +236,12 @@ func TestFollowMount(t *testing.T) {
 	if _, st := followStatus(t, f); st == nil || st.State != "following" {
 		t.Fatalf("after a plain mount: follow %+v", st)
 	}
-	if r := f.Run("mount", f.Dir, "--store", f.Store, "--sync", "continuous"); r.Code == 0 {
-		t.Errorf("mount --sync continuous of a mounted follower succeeded")
+	f.Unmount()
+	if r := f.Run("mount", f.Dir, "--store", f.Store, "--sync", "continuous"); r.Code == 0 || !strings.Contains(r.Stderr, f.Dir+" follows file://"+remote+"#proj: read-only") {
+		t.Errorf("mount --sync continuous of a follower: exit %d: %s", r.Code, r.Stderr)
+		if r.Code == 0 {
+			f.pid = f.Pid()
+		}
 	}
 }
 
