@@ -229,11 +229,6 @@ type cloner struct {
 	ixCache IndexCache
 }
 
-// IndexCache keeps decoded index files across fetches (a follower's
-// steps): a fetch then lists packs/ and reads only the index files it
-// has not seen.
-type IndexCache map[string]*Index
-
 type located struct {
 	pack string
 	e    IndexEntry
@@ -309,48 +304,6 @@ func coverPast(segs []seg, from, to uint64, past bool) []seg {
 		return nil
 	}
 	return walk(from)
-}
-
-// indexes reads every pack index of the remote.
-func (c *cloner) indexes() error {
-	var keys []string
-	err := c.b.List(c.ctx, "packs/", func(i objstore.Info) error {
-		if strings.HasSuffix(i.Key, ".idx") {
-			keys = append(keys, i.Key)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	c.where = map[cas.Hash]located{}
-	for _, k := range keys {
-		x := c.ixCache[k]
-		if x == nil {
-			data, _, err := c.b.Get(c.ctx, k)
-			if err != nil {
-				return err
-			}
-			if x, err = DecodeIndex(k, data); err != nil {
-				return err
-			}
-			c.res.Bytes += int64(len(data))
-			if c.ixCache != nil {
-				c.ixCache[k] = x
-			}
-		}
-		id := strings.TrimSuffix(strings.TrimPrefix(k, "packs/"), ".idx")
-		if c.lazy && x.Kind == KindData {
-			c.dataPacks = append(c.dataPacks, dataPack{id: id, x: x})
-			continue
-		}
-		for _, e := range x.Entries {
-			if _, ok := c.where[e.Hash]; !ok {
-				c.where[e.Hash] = located{pack: id, e: e}
-			}
-		}
-	}
-	return nil
 }
 
 // objects fetches what the records reach and the new store lacks: the

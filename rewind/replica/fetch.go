@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cas/objstore"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
@@ -233,4 +235,51 @@ func pastSame(j *journal.Journal, from, head uint64, recs []*journal.Record) ([]
 		return nil, nil
 	}
 	return recs[i:], nil
+}
+
+// IndexCache keeps decoded index files across fetches (a follower's
+// steps): a fetch then lists packs/ and reads only the index files it
+// has not seen.
+type IndexCache map[string]*Index
+
+// indexes reads every pack index of the remote.
+func (c *cloner) indexes() error {
+	var keys []string
+	err := c.b.List(c.ctx, "packs/", func(i objstore.Info) error {
+		if strings.HasSuffix(i.Key, ".idx") {
+			keys = append(keys, i.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.where = map[cas.Hash]located{}
+	for _, k := range keys {
+		x := c.ixCache[k]
+		if x == nil {
+			data, _, err := c.b.Get(c.ctx, k)
+			if err != nil {
+				return err
+			}
+			if x, err = DecodeIndex(k, data); err != nil {
+				return err
+			}
+			c.res.Bytes += int64(len(data))
+			if c.ixCache != nil {
+				c.ixCache[k] = x
+			}
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(k, "packs/"), ".idx")
+		if c.lazy && x.Kind == KindData {
+			c.dataPacks = append(c.dataPacks, dataPack{id: id, x: x})
+			continue
+		}
+		for _, e := range x.Entries {
+			if _, ok := c.where[e.Hash]; !ok {
+				c.where[e.Hash] = located{pack: id, e: e}
+			}
+		}
+	}
+	return nil
 }
