@@ -357,4 +357,14 @@ func TestFollowTakeoverOutage(t *testing.T) {
 	if _, st := followStatus(t, f); st == nil || st.State != "following" {
 		t.Fatalf("after the outage: %+v", st)
 	}
+
+	// kill -9 of the follower: a plain mount resumes following.
+	f.Kill9()
+	push("fourth, while the follower was dead\n")
+	f.Mount()
+	waitFile(t, f, filepath.Join(f.Dir, "a.txt"), "fourth, while the follower was dead\n", false)
+	head, st := followStatus(t, f)
+	if st == nil || st.State != "following" || st.LocalSeq != head || st.RemoteSeq != head {
+		t.Fatalf("after kill -9 and a mount: head %d, %+v", head, st)
+	}
 }
