@@ -227,6 +227,7 @@ type cloner struct {
 	// ixCache: index files decoded by an earlier fetch (nil: none);
 	// an index file never changes under its key.
 	ixCache IndexCache
+	lz      *Lazy // a fetch into a lazy store: new data stays remote (lazyextra.go)
 }
 
 type located struct {
@@ -364,12 +365,21 @@ func (c *cloner) objects(recs []*journal.Record) error {
 		}
 	}
 	delete(data, cas.Zero)
+	left := false
+	if c.lz != nil {
+		var err error
+		if left, err = c.leaveNew(data); err != nil {
+			return err
+		}
+	}
 	if c.lazy {
 		if err := c.leave(data); err != nil {
 			return err
 		}
-	} else if err := c.fetch(slices.Collect(maps.Keys(data)), nil); err != nil {
-		return err
+	} else if !left {
+		if err := c.fetch(slices.Collect(maps.Keys(data)), nil); err != nil {
+			return err
+		}
 	}
 	// The remote holds all of it, each tree whole: a push from the clone
 	// (a new workspace in the same remote) sends none of it again.

@@ -322,7 +322,10 @@
 // is stored and the journal synced, the .lazy directory is removed and
 // the store is whole. A push from a lazy clone sends none of those
 // objects (the clone records them as held); a fetch into it leaves them
-// on the remote and fetches only the objects new records add.
+// on the remote, and the data objects its new records add as well
+// (lazyextra.go: <store>.lazy/extra, written before the records); it
+// fetches only the tree objects they add. Once the store is whole, a
+// fetch fetches everything it adds.
 //
 // # Follower (follow.go)
 //
@@ -333,10 +336,12 @@
 // "this store follows SRC: read-only") before their first request. A
 // Follower reads HEAD every Every (1 s; one GET when nothing moved) and,
 // when its seq is past what is served, runs FetchWith (the segments
-// after the fetched seq, the objects their records add that the store
-// lacks, then the records under their own seqs; a lazy store's objects
-// stay on the remote, and the index files already read are kept in an
-// IndexCache, as an index never changes under its key), then Advance
+// after the fetched seq, the tree objects their records add that the
+// store lacks, the data objects too once the store is whole (while it
+// is lazy they stay on the remote, fetched on first read: lazyextra.go),
+// then the records under their own seqs; the index files already read
+// are kept in an IndexCache, as an index never changes under its key),
+// then Advance
 // with the new head. HEAD first, then only what it covers, as every
 // reader: a takeover (a new epoch continuing HEAD's seqs) and a raised
 // floor are followed like any push.

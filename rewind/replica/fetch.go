@@ -173,6 +173,9 @@ func FetchWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws s
 	}
 	res.From = recs[0].Seq
 	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h, loc: loc, res: &CloneResult{}, ixCache: ix}
+	if lz := LazyOf(j); lz != nil && !lz.Complete() {
+		c.lz = lz // new data stays on the remote too (lazyextra.go)
+	}
 	if err := c.indexes(); err != nil {
 		return nil, err
 	}

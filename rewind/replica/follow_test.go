@@ -134,6 +134,7 @@ func testFollower(t *testing.T, b objstore.Backend, fake *objstorefake.Backend) 
 		}
 	}
 
+	remote0 := lz.Stats().RemoteObjects
 	s.write(t, "a.txt", pattern(2, 90000))
 	s.unlink(t, "d/b.txt")
 	s.mkdir(t, "e")
@@ -145,6 +146,15 @@ func testFollower(t *testing.T, b objstore.Backend, fake *objstorefake.Backend) 
 	caughtUp("writes")
 	if advances.Load() == 0 {
 		t.Fatal("the follower never advanced")
+	}
+	// The new data stayed on the remote (lazy, as the clone's): a read
+	// fetches it on demand.
+	if st := lz.Stats(); st.RemoteObjects <= remote0 || st.DemandObjects != 0 {
+		t.Fatalf("after the follow: %d objects on the remote (%d before), %d fetched on demand", st.RemoteObjects, remote0, st.DemandObjects)
+	}
+	sameTree(t, export(t, s.j, s.j.Head()), export(t, cj, cj.Head()))
+	if st := lz.Stats(); st.DemandObjects == 0 {
+		t.Fatalf("reading the followed state fetched nothing on demand: %+v", st)
 	}
 
 	// The writer rewinds (a reset record of its own) and cuts.
@@ -181,6 +191,22 @@ func testFollower(t *testing.T, b objstore.Backend, fake *objstorefake.Backend) 
 
 	// Nothing of its own: the follower's store is a prefix of the remote.
 	f.Stop()
+	// The objects left on the remote are known to a new open, and the
+	// prefetcher fetches them all: the store becomes whole.
+	left := lz.Stats().RemoteObjects
+	if err := lz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if lz, err = OpenLazy(ctx, cj, dir, LazyOptions{Backend: b, Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lz.Stats().RemoteObjects; got != left || left == 0 {
+		t.Fatalf("reopened: %d objects on the remote, %d before", got, left)
+	}
+	if err := lz.Prefetch(ctx); err != nil || !lz.Complete() || IsLazy(dir) {
+		t.Fatalf("prefetch: %v; complete %v, lazy %v", err, lz.Complete(), IsLazy(dir))
+	}
+	sameTree(t, export(t, s.j, s.j.Head()), export(t, cj, cj.Head()))
 	reqMu.Lock()
 	for k, n := range idxGets { // the source's pushes read none
 		if n > 1 {

@@ -47,6 +47,17 @@ func (l *Lazy) Prefetch(ctx context.Context) error {
 	if err := l.fetchAll(ctx, order.each); err != nil {
 		return fmt.Errorf("prefetch from %s: %w", l.meta.Remote, err)
 	}
+	extra := func(fn func(lazyEntry) error) error { // lazyextra.go
+		for _, le := range l.extraSorted() {
+			if err := fn(le); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := l.fetchAll(ctx, extra); err != nil {
+		return fmt.Errorf("prefetch from %s: %w", l.meta.Remote, err)
+	}
 	return l.finish()
 }
 
@@ -97,7 +108,7 @@ func (l *Lazy) FetchNow(ctx context.Context, hs []cas.Hash) error {
 	}
 	les := make([]lazyEntry, 0, len(hs))
 	for _, h := range hs {
-		le, ok, err := l.index.find(h)
+		le, ok, err := l.find(h)
 		if err != nil {
 			return err
 		}
@@ -143,10 +154,10 @@ func (l *Lazy) prefetchBatch(ctx context.Context, batch []lazyEntry) error {
 	l.prefetchActive.Store(true)
 	defer l.prefetchActive.Store(false)
 	first, last := batch[0], batch[len(batch)-1]
-	if int(first.pack) >= len(l.meta.Packs) {
-		return fmt.Errorf("%w: lazy order names pack %d of %d", ErrCorrupt, first.pack, len(l.meta.Packs))
+	key, err := l.packKey(first.pack)
+	if err != nil {
+		return err
 	}
-	key := PackKey(l.meta.Packs[first.pack])
 	start, end := first.e.Off, last.e.Off+uint64(last.e.Stored)
 	rctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
@@ -178,7 +189,16 @@ func (l *Lazy) finish() error {
 	if !l.store {
 		return nil
 	}
+	l.finMu.Lock() // no addition meanwhile (lazyextra.go)
+	defer l.finMu.Unlock()
 	left := 0
+	for _, le := range l.extraSorted() {
+		if ok, err := l.objs.Has(le.e.Hash); err != nil {
+			return err
+		} else if !ok {
+			left++
+		}
+	}
 	err := l.index.each(func(le lazyEntry) error {
 		ok, err := l.objs.Has(le.e.Hash)
 		if err == nil && !ok {
