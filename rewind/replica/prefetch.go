@@ -55,10 +55,16 @@ func (l *Lazy) Prefetch(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := l.fetchAll(ctx, extra); err != nil {
-		return fmt.Errorf("prefetch from %s: %w", l.meta.Remote, err)
+	// A fetch may add objects meanwhile (a follower): a few more rounds.
+	for range 3 {
+		if err := l.fetchAll(ctx, extra); err != nil {
+			return fmt.Errorf("prefetch from %s: %w", l.meta.Remote, err)
+		}
+		if err := l.finish(); err != nil || l.complete.Load() || !l.store {
+			return err
+		}
 	}
-	return l.finish()
+	return nil
 }
 
 // fetchAll fetches the entries each yields that the store lacks (in
