@@ -13,13 +13,13 @@ import (
 // appends nothing: no reset record, no generation. The state at head is
 // already what the journal says it is (the records are the remote's,
 // byte for byte), so Advance does what opening the store would do,
-// reconstruct(head), but in place: a graft of the live tree to the
-// generation head replays from and the replay of the records after it
-// on head's path (the records may hold the writer's own resets). The
-// move and the swap happen under the live lock, so a reader sees the
-// tree before or after, never a mix; the kernel's caches of what changed
-// are invalidated after the lock is released (invariant 12), as a
-// rewind's are. Objects the move computes (inode objects of replayed
+// reconstruct(head) (the generation head replays from, then the records
+// after it on head's path, the writer's own resets included), reusing
+// the live tree's unchanged nodes, and swaps it in. Both happen under
+// the live lock, so a reader sees the tree before or after, never a
+// mix, and a failure leaves the served tree as it was. The kernel's
+// caches of what changed are invalidated after the lock is released
+// (invariant 12), as a rewind's are. Objects the move computes (inode objects of replayed
 // directories) are stored, as a dry rewind stores them: a later root of
 // the live tree (the write-back at unmount) names them. Open handles
 // become stale for writes only; a follower takes none.
@@ -42,10 +42,6 @@ func (x locked) advance(res *Result, head uint64) (Invalidations, error) {
 	if err := live.FlushAllLocked(tree.Caller{Comm: "reynfs-follow"}); err != nil {
 		return none, err
 	}
-	plan, err := planReplay(j, head)
-	if err != nil {
-		return none, err
-	}
 	states, err := AgentStates(j, head)
 	if err != nil {
 		return none, err
@@ -58,29 +54,28 @@ func (x locked) advance(res *Result, head uint64) (Invalidations, error) {
 	if err := StoreBlobs(j.Objects(), oldBlobs); err != nil {
 		return none, err
 	}
-	t, changes, err := x.moveTo(t, plan)
+	// The new state is built beside the served tree (LoadFrom copies
+	// the unchanged nodes), not by grafting the served tree in place:
+	// a replay may need a chunk (a truncate inside one), and a lazy
+	// store fetches it from the remote, which may fail midway; the
+	// served tree must then stay as it was (the follower retries).
+	nt, err := ReconstructFrom(j, head, t)
 	if err != nil {
-		// The tree may be half moved: nothing may serve it.
-		live.FailLocked(err)
-		return none, fmt.Errorf("follow to seq %d: %w (remount serves it)", head, err)
+		return none, fmt.Errorf("follow to seq %d: %w", head, err)
 	}
-	newRoot, newBlobs, err := t.Root()
+	newRoot, newBlobs, err := nt.Root()
 	if err != nil {
-		live.FailLocked(err)
 		return none, err
 	}
 	if err := StoreBlobs(j.Objects(), newBlobs); err != nil {
-		live.FailLocked(err)
 		return none, err
 	}
-	if changes == nil {
-		if changes, err = DiffRoots(j.Objects(), oldRoot, newRoot); err != nil {
-			live.FailLocked(err)
-			return none, err
-		}
+	changes, err := DiffRoots(j.Objects(), oldRoot, newRoot)
+	if err != nil {
+		return none, err
 	}
 	res.setChanges(changes, newRoot)
-	live.Swap(t)
+	live.Swap(nt)
 	x.agents.Reset(states)
 	return invalidations(changes), nil
 }

@@ -352,14 +352,17 @@
 // (rewind.Rewinder.Advance) appends nothing. The follower's journal is
 // always the remote's prefix, byte for byte, so the state at the new
 // head is what reconstruct(head) gives on the next open; Advance does
-// the same in place, under the live lock: graft the live tree to the
-// generation head replays from and replay the records after it on
-// head's path (the writer's own resets included), swap, and, with the
-// lock released, invalidate the kernel's caches of what changed (the
-// rewind's own code: invariant 12 holds by construction). Readers see
-// the tree before or after, never a mix. Chosen over replacing the live
-// tree with a fresh reconstruct: the graft keeps every unchanged node,
-// its inode number and the kernel's caches of it.
+// that under the live lock (ReconstructFrom: the generation head replays
+// from, copying the live tree's unchanged nodes, then the records after
+// it on head's path, the writer's own resets included), swaps the result
+// in, and, with the lock released, invalidates the kernel's caches of
+// what changed (the rewind's own code: invariant 12 holds by
+// construction). Readers see the tree before or after, never a mix.
+// Built beside the served tree rather than grafted in place as a rewind
+// does: a replay may read a chunk (a truncate inside one) that a lazy
+// store fetches from the remote, and a failure midway must leave the
+// served tree whole (the follower retries); the price is a copy of the
+// tree's nodes per step that moves.
 //
 // State: following; backing-off (any error but the ones below: the
 // remote down, a timeout; 500 ms doubling to 30 s, one log line per

@@ -18,9 +18,9 @@ package daemon
 //     (replica.Fetch: objects first) and has the live tree moved to the
 //     new head by rewind.Rewinder.Advance, which appends nothing: the
 //     follower's journal is always a prefix of the remote's, so the next
-//     fetch never finds it diverged. Advance grafts and replays under
-//     the live lock and invalidates the kernel's caches after releasing
-//     it, as a rewind does (invariant 12).
+//     fetch never finds it diverged. Advance reconstructs and swaps
+//     under the live lock and invalidates the kernel's caches after
+//     releasing it, as a rewind does (invariant 12).
 //   - the remote down: the follower backs off (500 ms doubling to 30 s,
 //     one log line per change of state) and the mount serves what it
 //     has; status shows it. A history that no longer continues the
