@@ -42,6 +42,9 @@ type Options struct {
 	// journal records it causes (nil: none).
 	Attribute Attributor
 	Debug     bool
+	// ReadOnly mounts read-only (a follower mount): the kernel answers
+	// every mutation EROFS before it reaches a handler.
+	ReadOnly bool
 }
 
 // FS serves a live tree over FUSE. Each handler translates the request,
@@ -118,6 +121,11 @@ func Mount(live *tree.Live, mountpoint string, opts Options) (*FS, error) {
 		// on write, truncate and chown is ours (killpriv.go), so the
 		// kernel stops asking GETXATTR before every write.
 		ExtraCapabilities: fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT | fuse.CAP_HANDLE_KILLPRIV_V2,
+	}
+	if opts.ReadOnly && mo.DirectMount {
+		mo.DirectMountFlags |= syscall.MS_RDONLY
+	} else if opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro") // fusermount3's
 	}
 	srv, err := fuse.NewServer(f, mountpoint, mo)
 	if err != nil {

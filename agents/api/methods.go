@@ -312,6 +312,8 @@ type Status struct {
 	// Lazy: the store is a lazy clone (clone --lazy); absent when
 	// every object is local.
 	Lazy *LazyStatus `json:"lazy,omitempty"`
+	// Follow: the mount is a read-only follower (mount --follow).
+	Follow *FollowStatus `json:"follow,omitempty"`
 }
 
 // LazyStatus is a lazy clone's progress: what is still on its remote

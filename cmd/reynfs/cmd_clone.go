@@ -27,6 +27,7 @@ type cloneOptions struct {
 	lazy     bool
 	prefetch bool
 	asJSON   bool
+	quiet    bool // no closing line (mount --follow clones first)
 }
 
 func newCloneCommand() *cobra.Command {
@@ -157,6 +158,9 @@ func runClone(ctx context.Context, o cloneOptions, src, dir string) error {
 	if err != nil {
 		return err
 	}
+	if o.quiet {
+		return nil
+	}
 	if o.asJSON {
 		return printJSON(cloneInfo{CloneResult: res, Dir: dest, Store: store})
 	}
@@ -244,8 +248,14 @@ func adoptLazy(db, dir, origin string, prefetch bool) error {
 	if err != nil {
 		return err
 	}
-	root, _, err := t.Root()
+	root, blobs, err := t.Root()
 	if err != nil {
+		return err
+	}
+	// A head past the last generation replays records: the root and the
+	// directories above what they changed are new objects, stored by no
+	// one yet.
+	if err := rewind.StoreBlobs(j.Objects(), blobs); err != nil {
 		return err
 	}
 	data, err := j.Objects().Get(root)

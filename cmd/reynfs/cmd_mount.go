@@ -38,6 +38,8 @@ type mountOptions struct {
 	sync        string        // --sync continuous|manual ("": as the store remembers)
 	remote      string        // --remote NAME of a continuous sync
 	syncDrain   time.Duration // --sync-drain: the unmount's wait for the rest to ship
+	follow      string        // --follow URL#WS (cmd_follow.go)
+	followEvery time.Duration // --follow-every
 }
 
 func (o *mountOptions) AddFlags(cmd *cobra.Command) {
@@ -53,6 +55,8 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.sync, "sync", "", "`continuous`: replicate to a remote while mounted (remembered for later mounts); manual: turn that off")
 	f.StringVar(&o.remote, "remote", "", "the remote `NAME` of --sync continuous (default origin, or the store's only remote)")
 	f.DurationVar(&o.syncDrain, "sync-drain", daemon.DefaultSyncDrain, "how long the unmount waits for a continuous sync to ship the rest")
+	f.StringVar(&o.follow, "follow", "", "follow `URL#WS` (or NAME#WS) read-only: clone it lazily if DIR has no store, serve its head as it moves (remembered)")
+	f.DurationVar(&o.followEvery, "follow-every", daemon.DefaultFollowEvery, "how often a follower reads the remote's HEAD")
 	f.IntVar(&o.readyFd, "ready-fd", 0, "")
 	_ = f.MarkHidden("ready-fd")
 	f.BoolVar(&o.newStore, "new-store", false, "")
@@ -62,7 +66,7 @@ func (o *mountOptions) AddFlags(cmd *cobra.Command) {
 func newMountCommand() *cobra.Command {
 	var o mountOptions
 	cmd := &cobra.Command{
-		Use:   "mount DIR [--at MOUNTPOINT] [--store PATH]",
+		Use:   "mount DIR [--at MOUNTPOINT] [--store PATH] [--follow URL#WS [--follow-every D]]",
 		Short: "Mount a project directory as a versioned workspace",
 		Long: `Mount DIR (over itself unless --at is given). The first mount imports DIR as the
 first generation; later mounts resume at head and record changes made to DIR while it
@@ -87,7 +91,7 @@ records go to the remote, and 'reynfs status' shows how far behind it is. The st
 remembers it for later mounts until --sync manual. Unmount waits up to --sync-drain
 for the rest to ship. The daemon keeps this command's environment (AWS credentials).
 
-` + exitCodeHelp,
+` + followHelp + "\n\n" + exitCodeHelp,
 		Args:        usageArgs(cobra.ExactArgs(1)),
 		Annotations: map[string]string{annotationCleansUp: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -110,6 +114,16 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	if o.remote != "" && o.sync != daemon.SyncContinuous {
 		return fmt.Errorf("%w: --remote NAME goes with --sync continuous", errUsage)
 	}
+	if o.follow != "" && o.sync == daemon.SyncContinuous {
+		return fmt.Errorf("%w: --follow mounts read-only; it cannot be combined with --sync continuous", errUsage)
+	}
+	if o.followEvery <= 0 {
+		return fmt.Errorf("%w: --follow-every %s: want a positive duration", errUsage, o.followEvery)
+	}
+	made, err := followDir(o, dir)
+	if err != nil {
+		return err
+	}
 	paths, err := daemon.Resolve(dir, o.at, o.store)
 	if err != nil {
 		return err
@@ -117,6 +131,14 @@ func runMount(ctx context.Context, o mountOptions, dir string) error {
 	// Refuse a live mountpoint before anything is created on disk.
 	if err := daemon.ClearDeadMount(paths.Mountpoint); err != nil {
 		return err
+	}
+	if o.follow != "" && o.readyFd == 0 { // the spawning parent did it
+		if err := prepareFollow(ctx, o, paths); err != nil {
+			if made {
+				_ = os.Remove(paths.Dir)
+			}
+			return err
+		}
 	}
 	// A name given, or the default for a store that cannot remember one
 	// yet, is checked here before anything is created; the daemon checks
@@ -163,7 +185,7 @@ func runDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error {
 	log := zerolog.New(w).With().Timestamp().Logger()
 	logTightened(log, sd, paths.Store)
 	cfg := daemon.Config{Paths: paths, Log: log, Debug: o.debug, Ctx: ctx, ViewsName: o.viewsName,
-		Sync: o.sync, SyncRemote: o.remote, SyncDrain: o.syncDrain}
+		Sync: o.sync, SyncRemote: o.remote, SyncDrain: o.syncDrain, FollowEvery: o.followEvery}
 	if o.privateSet {
 		cfg.PrivateHistory = &o.private
 	}
@@ -291,7 +313,7 @@ func spawnDaemon(ctx context.Context, o mountOptions, paths daemon.Paths) error 
 	if o.remote != "" {
 		args = append(args, "--remote", o.remote)
 	}
-	args = append(args, "--sync-drain", o.syncDrain.String())
+	args = append(args, "--sync-drain", o.syncDrain.String(), "--follow-every", o.followEvery.String())
 	// cmd.Env stays nil: the daemon inherits this environment, and with it
 	// the remote's credentials (AWS_* variables, AWS_PROFILE) for --sync.
 	cmd := exec.Command(self, args...)

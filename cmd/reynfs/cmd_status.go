@@ -131,6 +131,29 @@ func printStatus(s *api.Status, asJSON bool) {
 	for _, r := range s.Remotes {
 		termsafe.Println(remoteSyncLine(r))
 	}
+	if f := s.Follow; f != nil {
+		termsafe.Println(followLine(f))
+	}
+}
+
+// followLine is status's line for a follower mount (mount --follow).
+func followLine(f *api.FollowStatus) string {
+	src := f.Source
+	if full := f.URL + "#" + f.WS; full != src {
+		src += " (" + full + ")"
+	}
+	if f.State == "not mounted" {
+		return fmt.Sprintf("follows:  %s, read-only; holds seq %d; 'reynfs mount' follows it", src, f.LocalSeq)
+	}
+	line := fmt.Sprintf("follows:  %s, read-only, %s: local seq %d, remote HEAD seq %d, lag %d records (%.1f s)",
+		src, f.State, f.LocalSeq, f.RemoteSeq, f.LagRecords, f.LagSeconds)
+	if f.LastError != "" {
+		line += "; last error: " + oneLine(f.LastError)
+	}
+	if f.Reason != "" {
+		line += "; stopped: " + oneLine(f.Reason)
+	}
+	return line
 }
 
 // remoteSyncLine is status's line for one remote of a mounted store.

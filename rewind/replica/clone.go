@@ -237,6 +237,10 @@ type cloner struct {
 	where map[cas.Hash]located
 	loc   local
 	trees map[string]openPack // tree packs read so far
+	// ixCache: index files decoded by an earlier fetch (nil: none);
+	// an index file never changes under its key.
+	ixCache IndexCache
+	lz      *Lazy // a fetch into a lazy store: new data stays remote (lazyextra.go)
 }
 
 type located struct {
@@ -316,43 +320,6 @@ func coverPast(segs []seg, from, to uint64, past bool) []seg {
 	return walk(from)
 }
 
-// indexes reads every pack index of the remote.
-func (c *cloner) indexes() error {
-	var keys []string
-	err := c.b.List(c.ctx, "packs/", func(i objstore.Info) error {
-		if strings.HasSuffix(i.Key, ".idx") {
-			keys = append(keys, i.Key)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	c.where = map[cas.Hash]located{}
-	for _, k := range keys {
-		data, _, err := c.b.Get(c.ctx, k)
-		if err != nil {
-			return err
-		}
-		x, err := DecodeIndex(k, data)
-		if err != nil {
-			return err
-		}
-		id := strings.TrimSuffix(strings.TrimPrefix(k, "packs/"), ".idx")
-		c.res.Bytes += int64(len(data))
-		if c.lazy && x.Kind == KindData {
-			c.dataPacks = append(c.dataPacks, dataPack{id: id, x: x})
-			continue
-		}
-		for _, e := range x.Entries {
-			if _, ok := c.where[e.Hash]; !ok {
-				c.where[e.Hash] = located{pack: id, e: e}
-			}
-		}
-	}
-	return nil
-}
-
 // objects fetches what the records reach and the new store lacks: the
 // trees level by level (an inode object names its children), then the
 // data, a pack at a time.
@@ -411,12 +378,21 @@ func (c *cloner) objects(recs []*journal.Record) error {
 		}
 	}
 	delete(data, cas.Zero)
+	left := false
+	if c.lz != nil {
+		var err error
+		if left, err = c.leaveNew(data); err != nil {
+			return err
+		}
+	}
 	if c.lazy {
 		if err := c.leave(data); err != nil {
 			return err
 		}
-	} else if err := c.fetch(slices.Collect(maps.Keys(data)), nil); err != nil {
-		return err
+	} else if !left {
+		if err := c.fetch(slices.Collect(maps.Keys(data)), nil); err != nil {
+			return err
+		}
 	}
 	// The remote holds all of it, each tree whole: a push from the clone
 	// (a new workspace in the same remote) sends none of it again.

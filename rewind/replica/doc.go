@@ -341,7 +341,10 @@
 // is stored and the journal synced, the .lazy directory is removed and
 // the store is whole. A push from a lazy clone sends none of those
 // objects (the clone records them as held); a fetch into it leaves them
-// on the remote and fetches only the objects new records add.
+// on the remote, and the data objects its new records add as well
+// (lazyextra.go: <store>.lazy/extra, written before the records); it
+// fetches only the tree objects they add. Once the store is whole, a
+// fetch fetches everything it adds.
 //
 // # Compaction (compact.go)
 //
@@ -418,5 +421,57 @@
 // segments does not merge (gc's repack copies only packs at least half
 // dead; small live packs are not merged).
 //
-// Not built: follower mounts (mount --follow).
+// # Follower (follow.go)
+//
+// A follower store (mount --follow URL#WS: a lazy clone of head, marked
+// by SetFollow in the journal's meta) tracks a workspace written
+// elsewhere and never writes to it: PushWith and the lease (so every
+// push and continuous sync) refuse a follower store (FollowerError,
+// "this store follows SRC: read-only") before their first request. A
+// Follower reads HEAD every Every (1 s; one GET when nothing moved) and,
+// when its seq is past what is served, runs FetchWith (the segments
+// after the fetched seq, the tree objects their records add that the
+// store lacks, the data objects too once the store is whole (while it
+// is lazy they stay on the remote, fetched on first read: lazyextra.go),
+// then the records under their own seqs; the index files already read
+// are kept in an IndexCache, as an index never changes under its key),
+// then Advance
+// with the new head. HEAD first, then only what it covers, as every
+// reader: a takeover (a new epoch continuing HEAD's seqs) and a raised
+// floor are followed like any push.
+//
+// Moving the served tree: a rewind to the new head would append a reset
+// record and a generation, records the remote does not have, and the
+// next fetch would find the store diverged. Advance
+// (rewind.Rewinder.Advance) appends nothing. The follower's journal is
+// always the remote's prefix, byte for byte, so the state at the new
+// head is what reconstruct(head) gives on the next open; Advance does
+// that under the live lock (ReconstructFrom: the generation head replays
+// from, copying the live tree's unchanged nodes, then the records after
+// it on head's path, the writer's own resets included), swaps the result
+// in, and, with the lock released, invalidates the kernel's caches of
+// what changed (the rewind's own code: invariant 12 holds by
+// construction). Readers see the tree before or after, never a mix.
+// Built beside the served tree rather than grafted in place as a rewind
+// does: a replay may read a chunk (a truncate inside one) that a lazy
+// store fetches from the remote, and a failure midway must leave the
+// served tree whole (the follower retries); the price is a copy of the
+// tree's nodes per step that moves.
+//
+// State: following; backing-off (any error but the ones below: the
+// remote down, a timeout; 500 ms doubling to 30 s, one log line per
+// change of state; the mount serves what it has); stopped with the
+// reason (ErrDiverged: the remote's history no longer continues the
+// store's, HEAD behind what is served; ErrCloneAgain: the workspace
+// made again or its seqs forgotten past what the store holds;
+// ErrCorrupt). Status: local seq, HEAD's seq as last read, the lag in
+// records and in seconds since HEAD was first seen past what is served.
+// The daemon (cmd/reynfs/daemon follow.go) mounts a follower read-only,
+// refuses the control methods that would append a record, and cuts no
+// generation at unmount.
+//
+// Tests: TestFollower (objstorefake: writes, a writer's rewind, an
+// outage and the catch-up, each index file read once, no record of its
+// own, a refused push writes nothing); test/integration follow_test.go
+// on real mounts.
 package replica

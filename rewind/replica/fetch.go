@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/reynfs/reynfs/cas"
 	"github.com/reynfs/reynfs/cas/objstore"
 	"github.com/reynfs/reynfs/journal"
 	"github.com/reynfs/reynfs/rewind"
@@ -25,6 +27,11 @@ type FetchResult struct {
 	Objects int    `json:"objects"`
 	Bytes   int64  `json:"bytes"`
 }
+
+// ErrCloneAgain: the store cannot be brought up to date by a fetch (it
+// was not cloned from the workspace, or the remote no longer keeps the
+// seqs after the ones it holds): clone it again.
+var ErrCloneAgain = errors.New("clone it again")
 
 type fetched struct {
 	Seq uint64 `json:"seq"`
@@ -96,6 +103,12 @@ func FetchedWorkspaces(ctx context.Context, j *journal.Journal, b objstore.Backe
 // take the same seqs. The store's live state becomes the remote's head;
 // the next mount serves it (as after an offline rewind).
 func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws string) (res *FetchResult, err error) {
+	return FetchWith(ctx, j, b, ws, nil)
+}
+
+// FetchWith is Fetch reading the index files through ix (nil: each
+// read afresh); a follower keeps one for its life.
+func FetchWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws string, ix IndexCache) (res *FetchResult, err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("fetch %s#%s: %w", b, ws, err)
@@ -117,7 +130,7 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 		return nil, err
 	}
 	if got == nil {
-		return nil, fmt.Errorf("this store was not cloned from workspace %s of %s (fetch brings a clone up to date)", ws, b)
+		return nil, fmt.Errorf("%w: this store was not cloned from workspace %s of %s, or the remote was made again since (fetch brings a clone up to date)", ErrCloneAgain, ws, b)
 	}
 	h, _, err := ReadHead(ctx, b, ws)
 	if err != nil {
@@ -135,7 +148,7 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 	if start := h.Start(); start > got.Seq+1 {
 		// A forget (forget.go) dropped seqs this store never fetched:
 		// the records after them would replay over a gap.
-		return nil, fmt.Errorf("the remote keeps %s from seq %d on (forget --remote) and this store holds it only through seq %d: clone it again", ws, start, got.Seq)
+		return nil, fmt.Errorf("%w: the remote keeps %s from seq %d on (forget --remote) and this store holds it only through seq %d", ErrCloneAgain, ws, start, got.Seq)
 	}
 	recs, n, err := segmentRecords(ctx, b, ws, h, got.Seq+1)
 	if err != nil {
@@ -159,7 +172,10 @@ func Fetch(ctx context.Context, j *journal.Journal, b objstore.Backend, ws strin
 		return res, err
 	}
 	res.From = recs[0].Seq
-	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h, loc: loc, res: &CloneResult{}}
+	c := &cloner{ctx: ctx, b: b, ws: ws, j: j, head: h, loc: loc, res: &CloneResult{}, ixCache: ix}
+	if lz := LazyOf(j); lz != nil && !lz.Complete() {
+		c.lz = lz // new data stays on the remote too (lazyextra.go)
+	}
 	if err := c.indexes(); err != nil {
 		return nil, err
 	}
@@ -222,4 +238,51 @@ func pastSame(j *journal.Journal, from, head uint64, recs []*journal.Record) ([]
 		return nil, nil
 	}
 	return recs[i:], nil
+}
+
+// IndexCache keeps decoded index files across fetches (a follower's
+// steps): a fetch then lists packs/ and reads only the index files it
+// has not seen.
+type IndexCache map[string]*Index
+
+// indexes reads every pack index of the remote.
+func (c *cloner) indexes() error {
+	var keys []string
+	err := c.b.List(c.ctx, "packs/", func(i objstore.Info) error {
+		if strings.HasSuffix(i.Key, ".idx") {
+			keys = append(keys, i.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.where = map[cas.Hash]located{}
+	for _, k := range keys {
+		x := c.ixCache[k]
+		if x == nil {
+			data, _, err := c.b.Get(c.ctx, k)
+			if err != nil {
+				return err
+			}
+			if x, err = DecodeIndex(k, data); err != nil {
+				return err
+			}
+			c.res.Bytes += int64(len(data))
+			if c.ixCache != nil {
+				c.ixCache[k] = x
+			}
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(k, "packs/"), ".idx")
+		if c.lazy && x.Kind == KindData {
+			c.dataPacks = append(c.dataPacks, dataPack{id: id, x: x})
+			continue
+		}
+		for _, e := range x.Entries {
+			if _, ok := c.where[e.Hash]; !ok {
+				c.where[e.Hash] = located{pack: id, e: e}
+			}
+		}
+	}
+	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -128,8 +130,8 @@ func TestLazyCloneTargets(t *testing.T) {
 }
 
 // TestLazyFetch: fetch into a lazy clone brings the new records and
-// the objects they add, and leaves the objects still on the remote
-// there (the store stays lazy).
+// leaves the data objects they add on the remote too (lazyextra.go), as
+// well as those still there (the store stays lazy); reads fetch both.
 func TestLazyFetch(t *testing.T) {
 	f := newLazyFixture(t)
 	l := f.open(t)
@@ -146,12 +148,27 @@ func TestLazyFetch(t *testing.T) {
 	if _, err := Fetch(ctx, f.j, f.fake, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if n := ranged(f.fake); n != 0 || l.Stats().RemoteObjects != before || !IsLazy(f.dir) {
-		t.Errorf("fetch into a lazy clone: %d ranged GETs, %d objects on the remote (was %d), lazy %v; want them left there",
+	if n := ranged(f.fake); n != 0 || l.Stats().RemoteObjects != before+2 || !IsLazy(f.dir) {
+		t.Errorf("fetch into a lazy clone: %d ranged GETs, %d objects on the remote (was %d, and the new file's 2 chunks), lazy %v; want them left there",
 			n, l.Stats().RemoteObjects, before, IsLazy(f.dir))
 	}
 	if ok, _ := f.j.Objects().Has(f.chunks(t, "d/e")[0]); ok {
 		t.Error("fetch brought an object the lazy clone left on the remote")
+	}
+	// The pack of the new file's chunks is pinned with the others.
+	pins, err := readPins(ctx, f.fake)
+	if err != nil || len(pins) != 1 {
+		t.Fatalf("pins: %+v, %v", pins, err)
+	}
+	for _, ch := range f.chunks(t, "new") {
+		le, ok, err := l.find(ch)
+		if err != nil || !ok {
+			t.Fatalf("new's chunk %s: not in the lazy store's entries (%v)", ch, err)
+		}
+		pk, _ := l.packKey(le.pack)
+		if id := strings.TrimSuffix(strings.TrimPrefix(pk, "packs/"), ".pack"); !slices.Contains(pins[0].Packs, id) {
+			t.Errorf("%s (new's chunk) is not pinned: pin %v", pk, pins[0].Packs)
+		}
 	}
 	for _, name := range []string{"new", "a"} {
 		if got, err := f.read(t, name); err != nil || !bytes.Equal(got, f.files[name]) {

@@ -53,6 +53,12 @@ type Lazy struct {
 	remainObjs, remainBytes    atomic.Int64
 	complete                   atomic.Bool
 	prefetchOn, prefetchActive atomic.Bool
+
+	// lazyextra.go: the objects fetches added, and origin.json's packs
+	// (meta.Packs) as they grow; finMu orders additions and finish.
+	xmu   sync.RWMutex
+	extra map[cas.Hash]lazyEntry
+	finMu sync.Mutex
 }
 
 type flight struct {
@@ -121,6 +127,19 @@ func OpenLazy(ctx context.Context, j *journal.Journal, dir string, o LazyOptions
 	}
 	l := &Lazy{b: b, j: j, objs: j.Objects(), dir: dir, meta: meta, index: ix, log: o.Log, store: !o.ReadOnly,
 		FailFor: 2 * time.Second, flights: map[cas.Hash]*flight{}, failed: map[cas.Hash]failure{}, demandWake: make(chan struct{})}
+	if err := l.loadExtra(); err != nil {
+		_ = ix.f.Close()
+		return nil, err
+	}
+	for _, le := range l.extra {
+		if ok, err := l.objs.Has(le.e.Hash); err != nil {
+			_ = ix.f.Close()
+			return nil, err
+		} else if !ok {
+			l.remainObjs.Add(1)
+			l.remainBytes.Add(int64(le.e.Stored))
+		}
+	}
 	// What is still on the remote: the entries the store lacks.
 	err = ix.each(func(le lazyEntry) error {
 		ok, err := l.objs.Has(le.e.Hash)
@@ -202,7 +221,7 @@ func (l *Lazy) Stats() LazyStats {
 // Names reports whether h is an object the store left on the remote
 // (fsck: such an object is not missing).
 func (l *Lazy) Names(h cas.Hash) (bool, error) {
-	_, ok, err := l.index.find(h)
+	_, ok, err := l.find(h)
 	return ok, err
 }
 
@@ -211,7 +230,7 @@ var _ cas.Fetcher = (*Lazy)(nil)
 // Fetch implements cas.Fetcher: one ranged GET of h from its pack,
 // shared by every concurrent reader of h.
 func (l *Lazy) Fetch(h cas.Hash) ([]byte, error) {
-	le, ok, err := l.index.find(h)
+	le, ok, err := l.find(h)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", cas.ErrFetch, err)
 	}
@@ -253,10 +272,10 @@ func (l *Lazy) Fetch(h cas.Hash) ([]byte, error) {
 
 // demandGet fetches, verifies and stores one object.
 func (l *Lazy) demandGet(le lazyEntry) ([]byte, error) {
-	if int(le.pack) >= len(l.meta.Packs) {
-		return nil, fmt.Errorf("%w: lazy index names pack %d of %d", ErrCorrupt, le.pack, len(l.meta.Packs))
+	key, err := l.packKey(le.pack)
+	if err != nil {
+		return nil, err
 	}
-	key := PackKey(l.meta.Packs[le.pack])
 	// Not the request's context: a reader interrupted mid-fetch leaves
 	// the object to the other readers of this flight.
 	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)

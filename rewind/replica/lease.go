@@ -58,6 +58,9 @@ func (p *pusher) deposed(h *Head, ours uint64) error {
 // lease reads HEAD and takes the lease (creating HEAD on a first push),
 // then starts renewing it.
 func (p *pusher) lease() error {
+	if err := refuseFollower(p.j); err != nil { // a follower never holds it (follow.go)
+		return err
+	}
 	if err := p.take(); err != nil {
 		return err
 	}

@@ -132,14 +132,27 @@ func DecodePin(key string, data []byte) (*Pin, error) {
 // now (a mount calls it; pins.go). A store cloned before pins, or one
 // with nothing left on the remote, has none to renew.
 func (l *Lazy) RenewPin(ctx context.Context) error {
-	if l == nil || !l.store || l.Complete() || len(l.meta.Pinned) == 0 || l.meta.WS == "" {
+	if l == nil {
+		return nil
+	}
+	l.finMu.Lock() // not while the prefetcher's finish deletes it
+	defer l.finMu.Unlock()
+	return l.renewPin(ctx)
+}
+
+// renewPin is RenewPin with finMu held.
+func (l *Lazy) renewPin(ctx context.Context) error {
+	l.xmu.RLock()
+	ws, pinned := l.meta.WS, slices.Clone(l.meta.Pinned)
+	l.xmu.RUnlock()
+	if !l.store || l.Complete() || len(pinned) == 0 || ws == "" {
 		return nil
 	}
 	store, err := l.j.StoreID()
 	if err != nil {
 		return err
 	}
-	return writePin(ctx, l.b, l.meta.WS, store, l.meta.Pinned)
+	return writePin(ctx, l.b, ws, store, pinned)
 }
 
 // unpin deletes the pin of a store that became whole.

@@ -47,7 +47,24 @@ func (l *Lazy) Prefetch(ctx context.Context) error {
 	if err := l.fetchAll(ctx, order.each); err != nil {
 		return fmt.Errorf("prefetch from %s: %w", l.meta.Remote, err)
 	}
-	return l.finish()
+	extra := func(fn func(lazyEntry) error) error { // lazyextra.go
+		for _, le := range l.extraSorted() {
+			if err := fn(le); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// A fetch may add objects meanwhile (a follower): a few more rounds.
+	for range 3 {
+		if err := l.fetchAll(ctx, extra); err != nil {
+			return fmt.Errorf("prefetch from %s: %w", l.meta.Remote, err)
+		}
+		if err := l.finish(); err != nil || l.complete.Load() || !l.store {
+			return err
+		}
+	}
+	return nil
 }
 
 // fetchAll fetches the entries each yields that the store lacks (in
@@ -95,7 +112,7 @@ func (l *Lazy) FetchNow(ctx context.Context, hs []cas.Hash) error {
 	if l == nil || len(hs) == 0 {
 		return nil
 	}
-	les, err := l.index.findAll(hs)
+	les, err := l.findAll(hs)
 	if err != nil {
 		return err
 	}
@@ -137,10 +154,10 @@ func (l *Lazy) prefetchBatch(ctx context.Context, batch []lazyEntry) error {
 	l.prefetchActive.Store(true)
 	defer l.prefetchActive.Store(false)
 	first, last := batch[0], batch[len(batch)-1]
-	if int(first.pack) >= len(l.meta.Packs) {
-		return fmt.Errorf("%w: lazy order names pack %d of %d", ErrCorrupt, first.pack, len(l.meta.Packs))
+	key, err := l.packKey(first.pack)
+	if err != nil {
+		return err
 	}
-	key := PackKey(l.meta.Packs[first.pack])
 	start, end := first.e.Off, last.e.Off+uint64(last.e.Stored)
 	rctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
@@ -172,7 +189,16 @@ func (l *Lazy) finish() error {
 	if !l.store {
 		return nil
 	}
+	l.finMu.Lock() // no addition meanwhile (lazyextra.go)
+	defer l.finMu.Unlock()
 	left := 0
+	for _, le := range l.extraSorted() {
+		if ok, err := l.objs.Has(le.e.Hash); err != nil {
+			return err
+		} else if !ok {
+			left++
+		}
+	}
 	err := l.index.each(func(le lazyEntry) error {
 		ok, err := l.objs.Has(le.e.Hash)
 		if err == nil && !ok {

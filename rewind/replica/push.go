@@ -81,6 +81,9 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 	if err := CheckName(ws); err != nil {
 		return nil, fmt.Errorf("push: workspace %w", err)
 	}
+	if err := refuseFollower(j); err != nil { // before anything is written (follow.go)
+		return nil, fmt.Errorf("push: %w", err)
+	}
 	p := &pusher{ctx: ctx, base: ctx, j: j, b: b, ws: ws, o: o.withDefaults(),
 		res:  &PushResult{Remote: b.String(), WS: ws},
 		sent: map[cas.Hash]byte{}, unmarked: map[cas.Hash]byte{}}

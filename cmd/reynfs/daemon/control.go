@@ -219,6 +219,7 @@ func (d *Daemon) Status() (*Status, error) {
 		Uptime:    time.Since(d.started).Round(time.Second).String(),
 		ViewsName: d.views, PrivateHistory: d.private,
 		RunMode: string(mode), RunModeReason: why, Remotes: remotes, Lazy: d.lazyStatus(),
+		Follow: d.followStatus(),
 	}, nil
 }
 

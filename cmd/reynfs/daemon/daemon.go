@@ -70,6 +70,9 @@ type Config struct {
 	// Prefetch: a lazy clone's prefetcher runs (mount --prefetch); nil
 	// keeps what clone --prefetch recorded (on by default).
 	Prefetch *bool
+	// FollowEvery: how often a follower store reads its remote's HEAD
+	// (mount --follow-every; 0: DefaultFollowEvery). follow.go.
+	FollowEvery time.Duration
 }
 
 // Daemon is one served workspace.
@@ -100,6 +103,7 @@ type Daemon struct {
 	sync        *syncer        // replication (sync.go); set once mounted
 	syncWarn    string         // what the unmount's sync left unshipped
 	lazy        lazyState      // a lazy clone's origin and prefetcher (lazy.go)
+	follow      followState    // a follower mount's config and loop (follow.go)
 }
 
 // Start opens the store, brings the tree up to date with the project
@@ -128,6 +132,9 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	if err := d.openLazy(); err != nil {
+		return fail(err)
+	}
+	if err := d.loadFollow(); err != nil {
 		return fail(err)
 	}
 	if err := rewind.Reindex(j); err != nil {
@@ -192,13 +199,16 @@ func Start(cfg Config) (*Daemon, error) {
 	d.svc = &Service{J: j, Live: d.live, RW: rw, Views: d.views}
 	d.fs, err = fs.Mount(d.live, cfg.Mountpoint, fs.Options{Log: cfg.Log, FsName: cfg.Store, StoreDir: cfg.Store,
 		History: history{d.svc}, Debug: cfg.Debug, ViewsName: d.views, PrivateHistory: d.private,
-		Attribute: d.attribute})
+		Attribute: d.attribute, ReadOnly: d.follow.cfg != nil})
 	if err != nil {
 		_ = d.runs.Close() // no run exists yet
 		return fail(err)
 	}
 	rw.Inv = d.fs
 	d.startSync(syncing)
+	if err := d.startFollow(); err != nil {
+		d.log.Error().Err(err).Msg("follow: not started")
+	}
 	go d.flusher()
 	go d.collector()
 	d.startPrefetch()
@@ -295,6 +305,9 @@ func (d *Daemon) prepare() (*tree.Tree, error) {
 		// (a change it can see only by ctime it misses as the import does).
 		return t, d.setMetas(metaDirSince, sinceMeta(start, pins))
 	}
+	if c := d.follow.cfg; c != nil {
+		return nil, fmt.Errorf("%w (changed while unmounted; a follower records nothing of its own: move the changes out of %s, or clone it anew)", followerError(d.cfg.Dir, c), d.cfg.Dir)
+	}
 	d.log.Info().Msg("project directory changed while unmounted: recording an import generation")
 	g, err := rewind.CommitImport(d.j, root, blobs, d.bootNext, "changes made while unmounted")
 	if err != nil {
@@ -385,15 +398,16 @@ func (d *Daemon) finish() {
 	d.unmountOnce.Do(func() {
 		defer close(d.done)
 		d.closeRuns() // before the write-back: a run left going would write under it
+		d.stopFollow()
 		d.finishLazy()
-		g, err := d.svc.RW.Cut(rewind.KindAuto, "unmount")
+		root, err := d.unmountRoot()
 		shipped := make(chan string, 1) // the sync ships the rest meanwhile
 		go func() { shipped <- d.stopSync() }()
 		if err == nil {
 			d.live.Lock()
 			t := d.live.Tree()
 			d.live.Unlock()
-			err = d.writeback(t, g.Root)
+			err = d.writeback(t, root)
 		}
 		d.syncWarn = <-shipped
 		d.closeDir()

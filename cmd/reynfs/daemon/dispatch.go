@@ -90,6 +90,9 @@ func guardedCall(ctx context.Context, s *Service, d *Daemon, peer int32, req *ap
 			Message: oneLine(fmt.Sprintf("%s: internal error: %v (the daemon's log has the stack); please report it", req.Method, r)),
 			Data:    api.ErrorData{Kind: api.KindInternal, Exit: api.KindInternal.Exit()}}
 	}()
+	if err := followerRefuses(s, d, req.Method, req.Params); err != nil { // follow.go
+		return nil, err
+	}
 	return call(ctx, s, d, peer, req.Method, req.Params)
 }
 

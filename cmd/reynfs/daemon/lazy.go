@@ -37,10 +37,9 @@ func (d *Daemon) openLazy() error {
 }
 
 // startPrefetch renews the store's pin on the remote (pins.go in
-// rewind/replica), then runs the prefetcher, both in the background;
-// the prefetcher only when asked to. One goroutine, in that order: the
-// prefetcher deletes the pin when the store becomes whole, and a renewal
-// after it would leave a pin nothing deletes.
+// rewind/replica), then runs the prefetcher when asked to, in the
+// background. (A renewal never follows the prefetcher's deletion of the
+// pin: replica orders the two.)
 func (d *Daemon) startPrefetch() {
 	l := d.lazy.origin
 	if l == nil || l.Complete() {

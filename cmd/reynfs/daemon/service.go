@@ -441,7 +441,11 @@ func (s *Service) StoreStatus(store string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	follow, err := storeFollowStatus(s.J)
+	if err != nil {
+		return nil, err
+	}
 	return &Status{Dir: string(dir), Store: store, HeadSeq: s.J.Head(), Records: s.J.Head(),
 		Objects: objs, ObjectBytes: bytes, StoreBytes: size, ViewsName: cmp.Or(string(views), fs.ViewDir),
-		PrivateHistory: private, Lazy: lazyStatusOf(s.J)}, nil
+		PrivateHistory: private, Lazy: lazyStatusOf(s.J), Follow: follow}, nil
 }

@@ -136,6 +136,12 @@ func (d *Daemon) prepareSync() (*syncer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fc := d.follow.cfg; fc != nil { // follow.go: never written to a remote
+		if d.cfg.Sync == SyncContinuous {
+			return nil, fmt.Errorf("--sync continuous: %w", followerError(d.cfg.Dir, fc))
+		}
+		return nil, nil
+	}
 	c := old
 	switch d.cfg.Sync {
 	case "":
