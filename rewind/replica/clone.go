@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -567,37 +566,3 @@ func (c *cloner) makeLive(target string) error {
 	return nil
 }
 
-// leave records where the data objects the store lacks are, instead of
-// fetching them (a lazy clone).
-func (c *cloner) leave(data map[cas.Hash]bool) error {
-	objs := c.j.Objects()
-	want := make([]cas.Hash, 0, len(data))
-	for h := range data {
-		if ok, err := objs.Has(h); err != nil {
-			return err
-		} else if !ok {
-			want = append(want, h)
-		}
-	}
-	slices.SortFunc(want, func(a, b cas.Hash) int { return bytes.Compare(a[:], b[:]) })
-	n, size, pinned, err := writeLazy(c.dir, c.b.String(), c.cfg.ID, c.ws, c.dataPacks, want)
-	if err != nil {
-		return err
-	}
-	c.res.RemoteObjects, c.res.RemoteBytes = n, size
-	if len(pinned) == 0 {
-		return nil
-	}
-	// The pin before anything else is written locally: a remote GC
-	// from here on keeps these packs (pins.go).
-	store, err := c.j.StoreID()
-	if err != nil {
-		return err
-	}
-	if err := writePin(c.ctx, c.b, c.ws, store, pinned); err != nil {
-		c.res.PinError = err.Error()
-	} else {
-		c.res.PinnedPacks, c.pinStore = len(pinned), store
-	}
-	return nil
-}

@@ -156,49 +156,6 @@ func (f *fscker) run(ws string) error {
 	return nil
 }
 
-// pins checks every lazy clone's pin (pins.go): it decodes, and while
-// unexpired every pack it names is there (one gone is data a lazy clone
-// may not have fetched).
-func (f *fscker) pins() error {
-	var keys []string
-	if err := f.b.List(f.ctx, pinPrefix, func(i objstore.Info) error {
-		keys = append(keys, i.Key)
-		return nil
-	}); err != nil {
-		return err
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	now, err := f.b.Now(f.ctx)
-	if err != nil {
-		return err
-	}
-	for _, key := range keys {
-		data, _, err := f.b.Get(f.ctx, key)
-		if errors.Is(err, objstore.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		f.r.Bytes += int64(len(data))
-		p, err := DecodePin(key, data)
-		if err != nil {
-			f.problem("%v", err)
-			continue
-		}
-		if now.After(p.Expires) {
-			continue
-		}
-		for _, id := range p.Packs {
-			if !f.listed[id] {
-				f.problem("%s: pinned %s is gone (the lazy clone of %s on %s may lack its data)", key, PackKey(id), p.WS, p.Host)
-			}
-		}
-	}
-	return nil
-}
 
 // workspaces lists the workspaces under ws/: those with a HEAD, and
 // those with segments and no HEAD (a problem).
