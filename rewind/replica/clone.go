@@ -565,4 +565,3 @@ func (c *cloner) makeLive(target string) error {
 	c.res.Reset = r.Reset
 	return nil
 }
-

@@ -156,7 +156,6 @@ func (f *fscker) run(ws string) error {
 	return nil
 }
 
-
 // workspaces lists the workspaces under ws/: those with a HEAD, and
 // those with segments and no HEAD (a problem).
 func (f *fscker) workspaces() ([]string, error) {
