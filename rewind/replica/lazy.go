@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/reynfs/reynfs/cas"
 )
@@ -69,6 +70,9 @@ type lazyMeta struct {
 	// remote GC (pins.go). Empty in a store cloned before pins.
 	WS     string   `json:"ws,omitempty"`
 	Pinned []string `json:"pinned,omitempty"`
+	// PinnedAt: when the pin was last written (this machine's clock: it
+	// only spaces renewals; the pin's expiry is the server's time).
+	PinnedAt time.Time `json:"pinned_at,omitzero"`
 }
 
 // SetLazyPrefetch records whether a mount of the lazy store at dir
@@ -362,8 +366,13 @@ func (c *cloner) leave(data map[cas.Hash]bool) error {
 	}
 	if err := writePin(c.ctx, c.b, c.ws, store, pinned); err != nil {
 		c.res.PinError = err.Error()
-	} else {
-		c.res.PinnedPacks, c.pinStore = len(pinned), store
+		return nil
 	}
-	return nil
+	c.res.PinnedPacks, c.pinStore = len(pinned), store
+	m, err := readLazyMeta(c.dir)
+	if err != nil {
+		return err
+	}
+	m.PinnedAt = pinNow()
+	return writeLazyMeta(LazyPath(c.dir), m)
 }

@@ -194,7 +194,7 @@ func (l *Lazy) addExtra(objs []located) error {
 		// Under finMu: the prefetcher's finish, which deletes the pin,
 		// does not run meanwhile.
 		ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
-		err := l.renewPin(ctx)
+		err := l.renewPin(ctx, true)
 		cancel()
 		if err != nil {
 			l.log.Warn().Err(err).Str("remote", l.meta.Remote).Msg("lazy store: could not pin the packs a fetch left on the remote; remote gc may delete them once their generations are forgotten")

@@ -36,9 +36,15 @@ import (
 const (
 	pinPrefix = "pins/"
 	// PinTTL: how long a lazy clone's pin holds its packs after the
-	// clone or its last mount.
+	// clone or its last renewal.
 	PinTTL = 30 * 24 * time.Hour
+	// PinRenewAfter: a mounted lazy store renews its pin once it is
+	// older than this (checked at the mount and hourly).
+	PinRenewAfter = 24 * time.Hour
 )
+
+// pinNow is the clock of PinnedAt (tests move it).
+var pinNow = time.Now
 
 // Pin is one pins/<store id>.json.
 type Pin struct {
@@ -129,30 +135,43 @@ func DecodePin(key string, data []byte) (*Pin, error) {
 }
 
 // RenewPin writes the lazy store's pin again, PinTTL from the server's
-// now (a mount calls it; pins.go). A store cloned before pins, or one
-// with nothing left on the remote, has none to renew.
+// now, once it was written more than PinRenewAfter ago (a mount calls
+// it, then hourly). A store cloned before pins, or one with nothing
+// left on the remote, has none to renew.
 func (l *Lazy) RenewPin(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
 	l.finMu.Lock() // not while the prefetcher's finish deletes it
 	defer l.finMu.Unlock()
-	return l.renewPin(ctx)
+	return l.renewPin(ctx, false)
 }
 
-// renewPin is RenewPin with finMu held.
-func (l *Lazy) renewPin(ctx context.Context) error {
+// renewPin is RenewPin with finMu held; force: whatever its age (new
+// packs to pin).
+func (l *Lazy) renewPin(ctx context.Context, force bool) error {
 	l.xmu.RLock()
-	ws, pinned := l.meta.WS, slices.Clone(l.meta.Pinned)
+	m := *l.meta
+	m.Pinned = slices.Clone(m.Pinned)
 	l.xmu.RUnlock()
-	if !l.store || l.Complete() || len(pinned) == 0 || ws == "" {
+	if !l.store || l.Complete() || len(m.Pinned) == 0 || m.WS == "" {
+		return nil
+	}
+	if !force && pinNow().Sub(m.PinnedAt) < PinRenewAfter {
 		return nil
 	}
 	store, err := l.j.StoreID()
 	if err != nil {
 		return err
 	}
-	return writePin(ctx, l.b, ws, store, pinned)
+	if err := writePin(ctx, l.b, m.WS, store, m.Pinned); err != nil {
+		return err
+	}
+	m.PinnedAt = pinNow()
+	l.xmu.Lock()
+	defer l.xmu.Unlock()
+	l.meta.PinnedAt = m.PinnedAt
+	return writeLazyMeta(LazyPath(l.dir), &m)
 }
 
 // unpin deletes the pin of a store that became whole.

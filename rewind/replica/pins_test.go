@@ -70,6 +70,19 @@ func TestLazyPinKeepsPacks(t *testing.T) {
 	}
 	f.j = openClone(t, f.dir)
 	l := f.open(t)
+	// A pin written less than PinRenewAfter ago is not written again;
+	// an older one is.
+	if err := l.RenewPin(ctx); err != nil || fake.Stats().Requests[objstorefake.OpPut] != 0 {
+		t.Fatalf("renewal of a fresh pin: %v, %d PUTs; want none", err, fake.Stats().Requests[objstorefake.OpPut])
+	}
+	pinNow = func() time.Time { return time.Now().Add(PinRenewAfter + time.Hour) }
+	t.Cleanup(func() { pinNow = time.Now })
+	if err := l.RenewPin(ctx); err != nil || fake.Stats().Requests[objstorefake.OpPut] != 1 {
+		t.Fatalf("renewal of a day-old pin: %v, %d PUTs; want 1", err, fake.Stats().Requests[objstorefake.OpPut])
+	}
+	if m, err := readLazyMeta(f.dir); err != nil || m.PinnedAt.Before(time.Now().Add(PinRenewAfter)) {
+		t.Fatalf("origin.json after the renewal: %+v, %v", m, err)
+	}
 	if got, err := f.read(t, "a.bin"); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("a.bin in the lazy clone after gc: %d bytes, %v", len(got), err)
 	}

@@ -11,6 +11,7 @@ package daemon
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/reynfs/reynfs/agents/api"
@@ -36,8 +37,8 @@ func (d *Daemon) openLazy() error {
 	return nil
 }
 
-// startPrefetch renews the store's pin on the remote (pins.go in
-// rewind/replica), then runs the prefetcher when asked to, in the
+// startPrefetch keeps the store's pin on the remote renewed (pins.go in
+// rewind/replica) and runs the prefetcher when asked to, in the
 // background. (A renewal never follows the prefetcher's deletion of the
 // pin: replica orders the two.)
 func (d *Daemon) startPrefetch() {
@@ -51,21 +52,42 @@ func (d *Daemon) startPrefetch() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.lazy.stop, d.lazy.done = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { d.renewPin(ctx, l) })
+	if on {
+		wg.Go(func() {
+			if err := l.Prefetch(ctx); err != nil && ctx.Err() == nil {
+				d.log.Error().Err(err).Str("remote", l.Remote()).Msg("lazy store: prefetch stopped; reads still fetch what they need")
+			}
+		})
+	}
 	go func() {
-		defer close(d.lazy.done)
+		wg.Wait()
+		close(d.lazy.done)
+	}()
+}
+
+// renewPin renews the lazy store's pin when it is a day old: now and
+// every hour, until ctx ends or the store is whole.
+func (d *Daemon) renewPin(ctx context.Context, l *replica.Lazy) {
+	warned := false
+	for !l.Complete() {
 		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 		err := l.RenewPin(rctx)
 		rcancel()
-		if err != nil && ctx.Err() == nil {
-			d.log.Warn().Err(err).Str("remote", l.Remote()).Msg("lazy store: could not renew its pin on the remote; remote gc may delete data not fetched yet once generations it reads are forgotten")
-		}
-		if !on {
+		if ctx.Err() != nil {
 			return
 		}
-		if err := l.Prefetch(ctx); err != nil && ctx.Err() == nil {
-			d.log.Error().Err(err).Str("remote", l.Remote()).Msg("lazy store: prefetch stopped; reads still fetch what they need")
+		if err != nil && !warned {
+			d.log.Warn().Err(err).Str("remote", l.Remote()).Msg("lazy store: could not renew its pin on the remote; remote gc may delete data not fetched yet once generations it reads are forgotten (retried hourly)")
 		}
-	}()
+		warned = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Hour):
+		}
+	}
 }
 
 // finishLazy stops the background prefetcher and, before the write-back
