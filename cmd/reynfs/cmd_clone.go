@@ -241,7 +241,9 @@ func adoptLazy(db, dir, origin string, prefetch bool) error {
 		return err
 	}
 	defer j.Close()
-	if err := attachLazy(j, db, false); err != nil { // a replay may read a chunk
+	// A replay may read a chunk; nothing here reports what is left on
+	// the remote (no pass counting it).
+	if _, err := replica.OpenLazy(context.Background(), j, db, replica.LazyOptions{Uncounted: true, Log: zerolog.Nop()}); err != nil {
 		return err
 	}
 	t, err := rewind.Reconstruct(j, j.Head())

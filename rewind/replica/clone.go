@@ -163,7 +163,7 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 	}
 	if lazy {
 		// Replaying records (a truncation inside a chunk) may read data.
-		lz, err := OpenLazy(ctx, j, dir, LazyOptions{Backend: b})
+		lz, err := OpenLazy(ctx, j, dir, LazyOptions{Backend: b, Fresh: true})
 		if err != nil {
 			return nil, err
 		}

@@ -25,6 +25,7 @@ type lazyFixture struct {
 	dir   string
 	j     *journal.Journal
 	files map[string][]byte
+	res   *CloneResult
 }
 
 func newLazyFixture(t *testing.T) *lazyFixture {
@@ -62,6 +63,7 @@ func newLazyFixture(t *testing.T) *lazyFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.res = res
 	// No data pack was fetched whole; one ranged GET brought the .git
 	// files (next to each other in their pack).
 	if n := f.fake.Stats().Requests[objstorefake.OpGetRange]; n != 1 {

@@ -136,6 +136,11 @@ func TestLazyFetch(t *testing.T) {
 	f := newLazyFixture(t)
 	l := f.open(t)
 	before := l.Stats().RemoteObjects
+	// The clone's count (from origin.json, no pass: LazyOptions.Fresh)
+	// is what a counting open finds.
+	if st := l.Stats(); st.RemoteObjects != f.res.RemoteObjects || st.RemoteBytes != f.res.RemoteBytes {
+		t.Fatalf("clone said %d objects (%d bytes) on the remote, an open counts %d (%d)", f.res.RemoteObjects, f.res.RemoteBytes, st.RemoteObjects, st.RemoteBytes)
+	}
 	f.files["new"] = pattern(99, cas.ChunkSize+5)
 	f.src.write(t, "new", f.files["new"])
 	f.src.sync(t)

@@ -101,6 +101,13 @@ type LazyOptions struct {
 	// ReadOnly: the journal is open read-only; fetched objects are not
 	// stored.
 	ReadOnly bool
+	// Fresh: the store was just made by CloneLazy and lacks every
+	// entry of its index: the counts come from origin.json, with no
+	// pass over the index (a Has per entry).
+	Fresh bool
+	// Uncounted: the caller only reads through the store (a replay)
+	// and reports nothing: no pass, no counts, no whole check.
+	Uncounted bool
 }
 
 // OpenLazy attaches the lazy origin of the store whose Badger directory
@@ -141,19 +148,26 @@ func OpenLazy(ctx context.Context, j *journal.Journal, dir string, o LazyOptions
 		}
 	}
 	// What is still on the remote: the entries the store lacks.
-	err = ix.each(func(le lazyEntry) error {
-		ok, err := l.objs.Has(le.e.Hash)
-		if err == nil && !ok {
-			l.remainObjs.Add(1)
-			l.remainBytes.Add(int64(le.e.Stored))
-		}
-		return err
-	})
+	switch {
+	case o.Uncounted:
+	case o.Fresh:
+		l.remainObjs.Add(meta.Objects)
+		l.remainBytes.Add(meta.Bytes)
+	default:
+		err = ix.each(func(le lazyEntry) error {
+			ok, err := l.objs.Has(le.e.Hash)
+			if err == nil && !ok {
+				l.remainObjs.Add(1)
+				l.remainBytes.Add(int64(le.e.Stored))
+			}
+			return err
+		})
+	}
 	if err != nil {
 		_ = ix.f.Close()
 		return nil, err
 	}
-	if l.remainObjs.Load() == 0 && l.store {
+	if l.remainObjs.Load() == 0 && l.store && !o.Uncounted {
 		l.complete.Store(true)
 		_ = ix.f.Close()
 		if err := removeLazy(dir); err != nil {
