@@ -333,6 +333,9 @@ func runPush(ctx context.Context, o pushOptions, name string) error {
 	}
 	termsafe.Printf("pushed seqs %d-%d to %s#%s: %d records in %d segments, %d objects in %d packs, %s%s\n",
 		res.From, res.Through, u, ws, res.Records, res.Segments, res.Objects, res.Packs, human(res.Bytes), names)
+	if res.CompactError != "" {
+		termsafe.Fprintf(os.Stderr, "reynfs: warning: merging the remote's segments stopped short (%s); the next push merges again\n", res.CompactError)
+	}
 	return nil
 }
 

@@ -64,8 +64,11 @@ type PushResult struct {
 	Objects  int    `json:"objects"`
 	Bytes    int64  `json:"bytes"`
 	Names    int    `json:"names,omitempty"` // branch names sent (names.go)
-	// Compacted: merged segments written (compact.go).
-	Compacted int `json:"compacted,omitempty"`
+	// Compacted: merged segments written (compact.go); CompactError:
+	// why merging stopped short (the records are shipped all the same,
+	// and the next push merges again).
+	Compacted    int    `json:"compacted,omitempty"`
+	CompactError string `json:"compact_error,omitempty"`
 }
 
 // Push sends workspace ws's records that the remote lacks, with the
@@ -108,7 +111,9 @@ func PushWith(ctx context.Context, j *journal.Journal, b objstore.Backend, ws st
 		p.res.Names, err = pushNames(p.ctx, j, b, p.loc, ws, p.res.Through)
 	}
 	if err == nil && p.res.Segments > 0 { // after HEAD advanced (compact.go)
-		_, err = p.compact(pushCompactMax, pushCompactFor)
+		if _, cerr := p.compact(pushCompactMax, pushCompactFor); cerr != nil {
+			p.res.CompactError = cerr.Error() // shipped: not a failed push
+		}
 	}
 	if lost := p.check(); lost != nil {
 		err = lost // the push stopped because the lease was lost

@@ -336,6 +336,9 @@ func (d *Daemon) push(ctx context.Context, p api.PushParams) (*api.PushInfo, err
 	if err != nil {
 		return nil, err
 	}
+	if r.CompactError != "" {
+		d.log.Warn().Str("remote", r.Remote).Str("ws", ws).Str("err", r.CompactError).Msg("push: merging the remote's segments stopped short; the next push merges again")
+	}
 	return &api.PushInfo{Remote: r.Remote, WS: r.WS, From: r.From, Through: r.Through, Records: r.Records,
 		Segments: r.Segments, Packs: r.Packs, Objects: r.Objects, Bytes: r.Bytes, Names: r.Names}, nil
 }
