@@ -58,14 +58,15 @@ func (d *shipDriver) round(t *testing.T, s *source, i int) {
 	}
 }
 
-// TestMeasureShipRounds (REYNFS_MEASURE=N): a remote built by N ship
-// rounds of one small write each on objstorefake; it reports the
-// segments a reader's tiling holds and a clone's requests and wall
-// time. Measurement only: it asserts nothing but that the clone works.
+// TestMeasureShipRounds: a remote built by N ship rounds of one small
+// write each on objstorefake (64, or REYNFS_MEASURE=N to measure); it
+// reports the segments a reader's tiling holds and a clone's requests
+// and wall time, and checks that compaction kept the tiling to a
+// fraction of the rounds and that the clone works.
 func TestMeasureShipRounds(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("REYNFS_MEASURE"))
 	if n <= 0 {
-		t.Skip("set REYNFS_MEASURE=N (rounds) to measure")
+		n = 64
 	}
 	fake := objstorefake.New("measure")
 	s := newSource(t)
@@ -95,6 +96,9 @@ func TestMeasureShipRounds(t *testing.T) {
 	res, err := Clone(ctx, fake, "w", filepath.Join(t.TempDir(), "clone"), "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rd.segments > n/4+DefaultCompactK {
+		t.Errorf("%d segments in the tiling after %d rounds; want compaction to keep it under %d", rd.segments, n, n/4+DefaultCompactK)
 	}
 	t.Logf("MEASURE rounds=%d seqs=%d ship: requests=%d wall=%s; tiling segments=%d; clone: requests=%d segments=%d bytes=%d wall=%s",
 		n, h.Seq, shipReqs, shipWall.Round(time.Millisecond), rd.segments, res.Requests, res.Segments, res.Bytes, time.Since(start).Round(time.Millisecond))
