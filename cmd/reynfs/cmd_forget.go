@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,16 +51,9 @@ func runForget(ctx context.Context, o forgetOptions, target string) error {
 	if o.remote == "" {
 		return fmt.Errorf("%w: forget needs --remote NAME (local history follows 'reynfs retention')", errUsage)
 	}
-	ws := o.ws
-	if ws == "" {
-		abs, err := absPath(o.dir)
-		if err != nil {
-			return err
-		}
-		ws = filepath.Base(abs)
-	}
-	if err := replica.CheckName(ws); err != nil {
-		return fmt.Errorf("%w: workspace %v (--ws names it)", errUsage, err)
+	ws, err := remoteWorkspace(o.dir, o.ws)
+	if err != nil {
+		return err
 	}
 	res, err := forgetThroughSync(ctx, o, ws, target)
 	if res == nil && err == nil {

@@ -266,6 +266,22 @@ for the sync to ship the durable head instead.
 	return cmd
 }
 
+// remoteWorkspace is the workspace's name in a remote: ws (--ws), or
+// the project directory's base name; checked.
+func remoteWorkspace(dir, ws string) (string, error) {
+	if ws == "" {
+		abs, err := absPath(dir)
+		if err != nil {
+			return "", err
+		}
+		ws = filepath.Base(abs)
+	}
+	if err := replica.CheckName(ws); err != nil {
+		return "", fmt.Errorf("%w: workspace %v (--ws names it)", errUsage, err)
+	}
+	return ws, nil
+}
+
 func runPush(ctx context.Context, o pushOptions, name string) error {
 	if o.ws != "" {
 		if err := replica.CheckName(o.ws); err != nil {
@@ -275,16 +291,9 @@ func runPush(ctx context.Context, o pushOptions, name string) error {
 	if done, err := pushMounted(ctx, o, name); done || err != nil {
 		return err
 	}
-	ws := o.ws
-	if ws == "" {
-		abs, err := absPath(o.dir)
-		if err != nil {
-			return err
-		}
-		ws = filepath.Base(abs)
-	}
-	if err := replica.CheckName(ws); err != nil {
-		return fmt.Errorf("%w: workspace %v (--ws names it)", errUsage, err)
+	ws, err := remoteWorkspace(o.dir, o.ws)
+	if err != nil {
+		return err
 	}
 	j, _, err := openUnmounted(ctx, o.storeOptions, o.dir, "push", false)
 	if err != nil {

@@ -9,8 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -48,42 +46,6 @@ type CloneResult struct {
 	Requests int64 `json:"requests"`
 }
 
-// counted is a Backend that counts the requests made through it.
-type counted struct {
-	objstore.Backend
-	n atomic.Int64
-}
-
-func (c *counted) Get(ctx context.Context, key string) ([]byte, objstore.Info, error) {
-	c.n.Add(1)
-	return c.Backend.Get(ctx, key)
-}
-
-func (c *counted) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	c.n.Add(1)
-	return c.Backend.GetRange(ctx, key, off, n)
-}
-
-func (c *counted) Stat(ctx context.Context, key string) (objstore.Info, error) {
-	c.n.Add(1)
-	return c.Backend.Stat(ctx, key)
-}
-
-func (c *counted) List(ctx context.Context, prefix string, fn func(objstore.Info) error) error {
-	c.n.Add(1) // one request per page on S3: a lower bound
-	return c.Backend.List(ctx, prefix, fn)
-}
-
-func (c *counted) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (objstore.Info, error) {
-	c.n.Add(1)
-	return c.Backend.PutIfMatch(ctx, key, data, etag)
-}
-
-func (c *counted) Now(ctx context.Context) (time.Time, error) {
-	c.n.Add(1)
-	return c.Backend.Now(ctx)
-}
-
 // Clone makes a new store in dir (a Badger directory, as journal.Open
 // takes; neither it nor its log or manifest may exist) holding
 // workspace ws's history as the remote's HEAD covers it: every record
@@ -114,11 +76,11 @@ func clone(ctx context.Context, b objstore.Backend, ws, dir, target string, take
 			return nil, fmt.Errorf("clone: %s exists; clone makes a new store", p)
 		}
 	}
-	cb := &counted{Backend: b}
+	cb := &counting{Backend: b} // shipstat.go
 	b = cb
 	defer func() {
 		if res != nil {
-			res.Requests = cb.n.Load()
+			res.Requests = cb.requests.Load()
 		}
 		if err != nil {
 			for _, p := range []string{dir, journal.LogPath(dir), journal.ManifestPath(dir), LazyPath(dir)} {

@@ -391,14 +391,17 @@ func TestShipperRenewsIdle(t *testing.T) {
 	}
 }
 
-// TestShipperWaitAfterOutage: once the remote answers again, a Wait
-// (sync) ships at once rather than at the end of a long backoff.
-func TestShipperWaitAfterOutage(t *testing.T) {
+// inOutage starts a shipper (backoff a minute) whose remote fails every
+// request while down is set, or while gate, when it returns true, says
+// so; it returns once the shipper backs off from a write made while
+// the remote is down.
+func inOutage(t *testing.T, gate func() bool) (*source, *Shipper, *atomic.Bool) {
+	t.Helper()
 	s := newSource(t)
-	b := objstorefake.New("outage")
+	b := objstorefake.New(t.Name())
 	var down atomic.Bool
 	b.SetHook(func(objstorefake.Op, string) error {
-		if down.Load() {
+		if gate != nil && gate() || down.Load() {
 			return errors.New("connection refused")
 		}
 		return nil
@@ -409,6 +412,13 @@ func TestShipperWaitAfterOutage(t *testing.T) {
 	s.write(t, "a.txt", []byte("during the outage"))
 	s.sync(t)
 	waitState(t, sh, ShipBackoff)
+	return s, sh, &down
+}
+
+// TestShipperWaitAfterOutage: once the remote answers again, a Wait
+// (sync) ships at once rather than at the end of a long backoff.
+func TestShipperWaitAfterOutage(t *testing.T) {
+	s, sh, down := inOutage(t, nil)
 	down.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -422,28 +432,17 @@ func TestShipperWaitAfterOutage(t *testing.T) {
 // called; Wait must not take that for the remote being down, but wait
 // for the try its own kick starts, which succeeds.
 func TestShipperWaitIgnoresEarlierTry(t *testing.T) {
-	s := newSource(t)
-	b := objstorefake.New("earlier")
-	var down, gate atomic.Bool
+	var gated atomic.Bool
 	entered, release := make(chan struct{}), make(chan struct{})
-	b.SetHook(func(objstorefake.Op, string) error {
-		if gate.CompareAndSwap(true, false) {
-			close(entered)
-			<-release
-			return errors.New("connection refused")
+	s, sh, down := inOutage(t, func() bool {
+		if !gated.CompareAndSwap(true, false) {
+			return false
 		}
-		if down.Load() {
-			return errors.New("connection refused")
-		}
-		return nil
+		close(entered)
+		<-release
+		return true
 	})
-	sh := startShipper(t, s, b, ShipOptions{MinBackoff: time.Minute, MaxBackoff: time.Minute})
-	waitState(t, sh, ShipIdle)
-	down.Store(true)
-	s.write(t, "a.txt", []byte("during the outage"))
-	s.sync(t)
-	waitState(t, sh, ShipBackoff)
-	gate.Store(true)
+	gated.Store(true)
 	sh.Kick() // a try begins and blocks in its first request
 	<-entered
 	down.Store(false)
